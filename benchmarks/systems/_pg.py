@@ -1,0 +1,40 @@
+"""PostgreSQL helpers for the peer systems (psycopg 3): a private schema per system in
+the benchmark database, its size, and the server's durability settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from .base import POSTGRES_URL
+
+
+def connect(schema: str, **kw: Any) -> psycopg.Connection[Any]:
+    return psycopg.connect(POSTGRES_URL, options=f"-c search_path={schema}", **kw)
+
+
+def reset_schema(schema: str) -> None:
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as c:
+        c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        c.execute(f'CREATE SCHEMA "{schema}"')
+
+
+def schema_bytes(schema: str) -> int:
+    """pg_total_relation_size (heap + TOAST + indexes) of every table in ``schema``."""
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as c:
+        row = c.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'm')",
+            (schema,),
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+
+def server_durability(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k in ("synchronous_commit", "fsync", "full_page_writes", "wal_sync_method", "server_version"):
+        row = conn.execute(f"SHOW {k}").fetchone()
+        out[k] = row[0] if isinstance(row, tuple) else next(iter(row.values()))
+    return out

@@ -1,0 +1,64 @@
+"""tether: durable state for AI agents.
+
+Each scope's state is one append-only, content-addressed causal graph; the
+conversation, variables, memory and execution status are projections of it.
+"""
+
+from __future__ import annotations
+
+from ._canonical import canonical_json
+from ._errors import (
+    SNAPSHOT_CODES,
+    Conflict,
+    InvalidNode,
+    InvalidRequest,
+    InvalidSnapshot,
+    NotFound,
+    StoreError,
+    TetherError,
+)
+from ._graph import (
+    DEFAULT_LIMITS,
+    KINDS,
+    AgentState,
+    CausalNode,
+    Limits,
+    node_id,
+)
+from ._txn import Transaction, transact
+from ._vocab import BUILTIN_NODE_TYPES, NodeType, Vocabulary
+from .store import Head, Store, open_store
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BUILTIN_NODE_TYPES",
+    "DEFAULT_LIMITS",
+    "KINDS",
+    "SNAPSHOT_CODES",
+    "AgentState",
+    "CausalNode",
+    "Conflict",
+    "Head",
+    "InvalidNode",
+    "InvalidRequest",
+    "InvalidSnapshot",
+    "Limits",
+    "NodeType",
+    "NotFound",
+    "Store",
+    "StoreError",
+    "TetherError",
+    "Transaction",
+    "Vocabulary",
+    "__version__",
+    "canonical_json",
+    "node_id",
+    "open_store",
+    "transact",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if hasattr(_obj, "__module__") and isinstance(_obj, type):
+        _obj.__module__ = "tether"

@@ -1,0 +1,70 @@
+"""Provider-neutral model messages, requests and responses.
+
+A message is a plain dict so that it can be stored in the graph, exported and
+sent to any provider without conversion layers:
+
+    {"role": "system" | "user" | "assistant" | "tool",
+     "content": str | None,
+     "tool_calls": [{"id": str, "name": str, "arguments": dict}],   # assistant only
+     "tool_call_id": str, "name": str}                              # tool only
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolSpec:
+    """A tool as the model sees it: a name, a description and a JSON schema."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCall:
+    """One call the model asks for. ``id`` is the provider's call id."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemoryWrite:
+    """A semantic memory the model keeps in the same response (SPEC §4)."""
+
+    type: str
+    key: str
+    content: Any
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelRequest:
+    messages: list[Message]
+    tools: list[ToolSpec] = field(default_factory=list)
+    # Current semantic memory visible to the model: {"<type>:<key>": content}.
+    memory: dict[str, Any] = field(default_factory=dict)
+    # The caller's context for this call. Never persisted.
+    context: dict[str, Any] = field(default_factory=dict)
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelResponse:
+    content: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    memories: list[MemoryWrite] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything that turns a request into a response."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse: ...

@@ -1,0 +1,224 @@
+"""The storage contract: a few async methods over nodes and scope heads (SPEC §5).
+
+All graph logic (identity, frontier, resource chaining, validation) lives in the
+core; a backend stores nodes and each scope's head and answers indexed reads.
+
+A scope is a string: ``app``, ``user:<id>`` or ``thread:<id>`` (see ``tether.scopes``).
+A namespace (tenant) holds scopes; nothing crosses namespaces.
+
+Invariants every backend keeps (the conformance suite checks each one):
+
+* ``commit`` is atomic across all its writes: either every node and head lands or
+  nothing does.
+* Each write names the head (generation, sequence) it was computed against; if
+  the stored head differs, ``Conflict`` is raised and nothing is written.
+* Node ids are unique per scope; a write holding an id the scope already has
+  raises ``DuplicateNodes`` (a Conflict) and writes nothing.
+* ``reset_scope`` deletes a scope's nodes and bumps its generation, so writers
+  that computed against the old generation fail.
+* Appends cost O(new nodes): nothing is read back or rewritten.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Protocol
+
+import orjson
+
+from .._errors import Conflict, InvalidRequest
+from .._graph import CausalNode
+
+_NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
+
+
+def check_name(what: str, value: object) -> str:
+    """Namespaces and scope names: 1-256 printable characters."""
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise InvalidRequest(
+            f"{what} must be 1-256 printable characters, got {value!r}", field=what
+        )
+    return value
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Head:
+    """Where a scope stands: its generation (bumped by reset), last sequence and frontier."""
+
+    generation: int = 0
+    sequence: int = 0
+    frontier: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScopeWrite:
+    """New nodes for one scope, computed against ``expected`` (generation, sequence).
+
+    ``nodes`` carry sequences expected.sequence+1 ... contiguous; ``frontier`` is
+    the scope's frontier after them.
+    """
+
+    scope: str
+    expected_generation: int
+    expected_sequence: int
+    nodes: tuple[CausalNode, ...]
+    frontier: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScopeInfo:
+    scope: str
+    generation: int
+    sequence: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScopeStats:
+    nodes: int
+    payload_bytes: int
+    kinds: dict[str, int]
+
+
+class DuplicateNodes(Conflict):
+    """A commit held node ids the scope already has. Nothing was written.
+
+    The transaction layer resolves it (the existing nodes win: append is idempotent).
+    """
+
+    default_code = "duplicate_nodes"
+
+    @property
+    def ids(self) -> list[str]:
+        v = self.details.get("ids")
+        return list(v) if isinstance(v, list | tuple) else []
+
+
+class PayloadCodec(Protocol):
+    """How payloads become stored bytes and back. The cipher of ``tether.crypto`` is one."""
+
+    def encode(self, namespace: str, scope: str, payload: Any) -> bytes: ...
+
+    def decode(self, namespace: str, scope: str, data: bytes) -> Any: ...
+
+
+class JsonCodec:
+    """The default codec: compact JSON via orjson."""
+
+    def encode(self, namespace: str, scope: str, payload: Any) -> bytes:
+        return orjson.dumps(payload)
+
+    def decode(self, namespace: str, scope: str, data: bytes) -> Any:
+        return orjson.loads(data)
+
+
+def conflict(
+    namespace: str, scope: str, expected: tuple[int, int], actual: tuple[int, int]
+) -> Conflict:
+    return Conflict(
+        f"scope {scope!r} moved: computed against generation {expected[0]} sequence {expected[1]}, "
+        f"now at generation {actual[0]} sequence {actual[1]}; reload and retry",
+        namespace=namespace,
+        scope=scope,
+        expected=list(expected),
+        actual=list(actual),
+    )
+
+
+class Store(ABC):
+    """The async storage contract. Create one with ``tether.open_store(url)``."""
+
+    url: str = ""
+    codec: PayloadCodec
+
+    def __init__(self, *, codec: PayloadCodec | None = None) -> None:
+        self.codec = codec or JsonCodec()
+
+    # -- writing -----------------------------------------------------------------
+
+    @abstractmethod
+    async def commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
+        """Append to one or several scopes of ``namespace`` in one atomic transaction."""
+
+    @abstractmethod
+    async def reset_scope(self, namespace: str, scope: str) -> Head:
+        """Delete the scope's nodes and bump its generation; return the new head."""
+
+    @abstractmethod
+    async def delete_namespace(self, namespace: str) -> int:
+        """Reset every scope of the namespace; return how many scopes held nodes."""
+
+    # -- reading -----------------------------------------------------------------
+
+    @abstractmethod
+    async def head(self, namespace: str, scope: str) -> Head:
+        """The scope's head; ``Head()`` (generation 0, sequence 0) if it never existed."""
+
+    @abstractmethod
+    async def nodes(
+        self,
+        namespace: str,
+        scope: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 1000,
+        descending: bool = False,
+    ) -> list[CausalNode]:
+        """Nodes with after < sequence < before, ordered by sequence, at most ``limit``.
+
+        ``descending=True`` returns the newest first (for tail reads such as a window view).
+        """
+
+    @abstractmethod
+    async def get_nodes(
+        self, namespace: str, scope: str, ids: Sequence[str]
+    ) -> dict[str, CausalNode]:
+        """The nodes with these ids that the scope holds (missing ids are left out)."""
+
+    @abstractmethod
+    async def resource_head(self, namespace: str, scope: str, key: str) -> CausalNode | None:
+        """The current (newest) node of one resource key."""
+
+    @abstractmethod
+    async def resource_heads(
+        self, namespace: str, scope: str, prefix: str = ""
+    ) -> dict[str, CausalNode]:
+        """Current node of every resource key starting with ``prefix`` (indexed, not scanned)."""
+
+    @abstractmethod
+    async def versions(
+        self, namespace: str, scope: str, key: str, *, limit: int = 1000
+    ) -> list[CausalNode]:
+        """Every version of one resource key, oldest first."""
+
+    @abstractmethod
+    async def list_namespaces(self, *, after: str | None = None, limit: int = 100) -> list[str]:
+        """Namespaces that hold at least one non-empty scope, sorted, paged by ``after``."""
+
+    @abstractmethod
+    async def list_scopes(
+        self, namespace: str, *, prefix: str = "", after: str | None = None, limit: int = 100
+    ) -> list[ScopeInfo]:
+        """Non-empty scopes of a namespace whose name starts with ``prefix``, sorted, paged."""
+
+    @abstractmethod
+    async def stats(self, namespace: str, scope: str) -> ScopeStats:
+        """Node count, stored payload bytes and nodes per kind of one scope."""
+
+    async def close(self) -> None:  # noqa: B027 - optional for backends with nothing to release
+        """Release connections. The store is unusable afterwards."""
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

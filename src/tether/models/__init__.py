@@ -1,6 +1,8 @@
 """Models: the ``Model`` protocol, a scripted model and an OpenAI-compatible client.
 
-from tether.models import ScriptedModel, Rule, call, remember, OpenAIModel
+``ScriptedModel`` (deterministic rules, no network) lives in ``tether.models.scripted``,
+``OpenAIModel`` (chat completions over httpx) in ``tether.models.openai``; their
+module docstrings are the manual. Errors are drawn in ``tether.models._errors``.
 """
 
 from __future__ import annotations
@@ -53,3 +55,8 @@ __all__ = [
     "call",
     "remember",
 ]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type) and _obj.__module__.startswith("tether.models."):
+        _obj.__module__ = "tether.models"

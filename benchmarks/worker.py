@@ -24,8 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from systems.base import SkipSystem, System  # noqa: E402
-from workload import THREAD_A, expected, thread_name, turn_messages  # noqa: E402
+from systems.base import SkipSystem, System
+from workload import THREAD_A, expected, thread_name, turn_messages
 
 
 def _rss_mib() -> float:
@@ -117,7 +117,17 @@ async def phase_threads(sys_: System, args: argparse.Namespace) -> dict[str, Any
     }
 
 
-PHASES = {"write": phase_write, "load": phase_load, "threads": phase_threads}
+async def phase_cleanup(sys_: System, args: argparse.Namespace) -> dict[str, Any]:
+    await sys_.cleanup(Path(args.workdir))
+    return {}
+
+
+PHASES = {
+    "write": phase_write,
+    "load": phase_load,
+    "threads": phase_threads,
+    "cleanup": phase_cleanup,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,11 @@ def reset_schema(schema: str) -> None:
         c.execute(f'CREATE SCHEMA "{schema}"')
 
 
+def drop_schema(schema: str) -> None:
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as c:
+        c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 def schema_bytes(schema: str) -> int:
     """pg_total_relation_size (heap + TOAST + indexes) of every table in ``schema``."""
     with psycopg.connect(POSTGRES_URL, autocommit=True) as c:
@@ -34,7 +39,13 @@ def schema_bytes(schema: str) -> int:
 
 def server_durability(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for k in ("synchronous_commit", "fsync", "full_page_writes", "wal_sync_method", "server_version"):
+    for k in (
+        "synchronous_commit",
+        "fsync",
+        "full_page_writes",
+        "wal_sync_method",
+        "server_version",
+    ):
         row = conn.execute(f"SHOW {k}").fetchone()
         out[k] = row[0] if isinstance(row, tuple) else next(iter(row.values()))
     return out

@@ -66,6 +66,10 @@ class System:
         """Bytes the stored data takes, measured after ``close``."""
         raise NotImplementedError
 
+    async def cleanup(self, workdir: Path) -> None:
+        """Drop what the runs stored outside ``workdir`` (server-side tables); the driver
+        deletes ``workdir`` itself. Called in its own process, without ``setup``."""
+
     def durability(self) -> dict[str, Any]:
         """``{"setting": str, "strongest": bool, "note": str}`` plus any measured values."""
         return {"setting": "unknown", "strongest": False, "note": ""}

@@ -50,6 +50,9 @@ class LangGraphPostgres(System):
     async def bytes_on_disk(self) -> int:
         return _pg.schema_bytes(SCHEMA)
 
+    async def cleanup(self, workdir: Path) -> None:
+        _pg.drop_schema(SCHEMA)
+
     def durability(self) -> dict[str, Any]:
         s = self._server
         strongest = s["synchronous_commit"] in ("on", "remote_apply") and s["fsync"] == "on"

@@ -30,9 +30,7 @@ class SqliteFloor(System):
     async def write_turn(self, thread: str, turn: int, user_msg: str, assistant_msg: str) -> None:
         c = self.conn
         c.execute("BEGIN")
-        c.execute(
-            "INSERT INTO messages VALUES (?, ?, 'user', ?)", (thread, 2 * turn, user_msg)
-        )
+        c.execute("INSERT INTO messages VALUES (?, ?, 'user', ?)", (thread, 2 * turn, user_msg))
         c.execute(
             "INSERT INTO messages VALUES (?, ?, 'assistant', ?)",
             (thread, 2 * turn + 1, assistant_msg),

@@ -1,0 +1,507 @@
+"""tether's side-by-side benchmark: one workload, every system, each in its own process.
+
+    make bench                                   # = .venv/bin/python benchmarks/run.py
+    python benchmarks/run.py --quick             # smoke run, well under a minute
+    python benchmarks/run.py --systems sqlite_floor,langgraph_sqlite --turns 300
+    python benchmarks/run.py --setup-peers       # only build benchmarks/.venv-peers
+
+Workload (messages of 200 bytes, see workload.py):
+  (A) one thread, N turns (user + assistant), each durable before the next: median
+      write latency of turns 1-10, 91-100 and N-9..N;
+  (B) T threads x K turns, round-robin: turns per second;
+  (C) a fresh process opens the store and loads the thread of (A): time, and a check
+      that all 2N messages came back in order.
+Plus bytes on disk per turn, and each system's durability setting as measured.
+
+The peers (LangGraph, OpenAI Agents SDK, Google ADK, matplotlib) live in their own venv,
+benchmarks/.venv-peers, built from benchmarks/peers/requirements.txt on first use; they
+are never tether's dependencies. tether and the sqlite3 floor run on the interpreter
+that runs this script. Every phase of every system is a separate subprocess
+(worker.py), so no system's imports, caches or memory affect another's figures.
+
+Output: a table on the terminal, benchmarks/out/results.json and
+benchmarks/out/latency.png. With --update-readme (the default under ``make bench``
+for a full default run) the chart and JSON are copied to docs/bench/ and the README
+section between ``<!-- bench:start -->`` and ``<!-- bench:end -->`` is rewritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import shlex
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+
+from systems import ALL, REGISTRY  # noqa: E402
+
+PEERS_VENV = BENCH / ".venv-peers"
+PEERS_REQS = BENCH / "peers" / "requirements.txt"
+PEERS_STAMP = PEERS_VENV / ".requirements.sha256"
+README = ROOT / "README.md"
+DOCS = ROOT / "docs" / "bench"
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --- the peers venv ----------------------------------------------------------------------
+
+
+def peers_python(install: bool) -> tuple[Path | None, str]:
+    """The peers venv's interpreter, building or updating it when allowed."""
+    py = PEERS_VENV / "bin" / "python"
+    want = hashlib.sha256(PEERS_REQS.read_bytes()).hexdigest()
+    have = PEERS_STAMP.read_text().strip() if PEERS_STAMP.exists() else ""
+    if py.exists() and have == want:
+        return py, ""
+    if not install:
+        why = "missing" if not py.exists() else "out of date with peers/requirements.txt"
+        return (py if py.exists() else None), f"peers venv {why} (--no-install)"
+    log(f"building {PEERS_VENV.relative_to(ROOT)} from {PEERS_REQS.relative_to(ROOT)} ...")
+    try:
+        if not py.exists():
+            subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
+            subprocess.run(
+                [str(py), "-m", "pip", "install", "-q", "--upgrade", "pip"],
+                check=True,
+            )
+        subprocess.run(
+            [str(py), "-m", "pip", "install", "-q", "-r", str(PEERS_REQS)],
+            check=True,
+        )
+    except (subprocess.CalledProcessError, OSError) as e:
+        return None, f"could not build the peers venv: {e}"
+    PEERS_STAMP.write_text(want + "\n")
+    return py, ""
+
+
+# --- running phases ----------------------------------------------------------------------
+
+
+def run_phase(
+    python: Path, phase: str, system: str, workdir: Path, out_dir: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    out = out_dir / f"{system}.{phase}.json"
+    logf = out_dir / f"{system}.{phase}.log"
+    out.unlink(missing_ok=True)
+    cmd = [
+        str(python),
+        str(BENCH / "worker.py"),
+        phase,
+        "--system",
+        system,
+        "--workdir",
+        str(workdir),
+        "--out",
+        str(out),
+        "--turns",
+        str(args.turns),
+        "--threads",
+        str(args.threads),
+        "--threads-turns",
+        str(args.threads_turns),
+        "--budget",
+        str(args.budget),
+    ]
+    timeout = 3 * args.budget + 300 if args.budget else None
+    t = time.perf_counter()
+    try:
+        with logf.open("w") as lf:
+            proc = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s (log: {logf})"}
+    wall = time.perf_counter() - t
+    if not out.exists():
+        tail = logf.read_text()[-800:]
+        return {"error": f"worker exited {proc.returncode} without a result: {tail}"}
+    res: dict[str, Any] = json.loads(out.read_text())
+    res["process_wall_s"] = wall
+    return res
+
+
+def window(lat: list[float], a: int, b: int) -> float | None:
+    xs = lat[a - 1 : b]
+    return statistics.median(xs) if xs and len(xs) == b - a + 1 else None
+
+
+def windows(turns: int) -> list[tuple[int, int]]:
+    ws: list[tuple[int, int]] = []
+    for a, b in ((1, 10), (91, 100), (turns - 9, turns)):
+        if a >= 1 and b <= turns and (a, b) not in ws:
+            ws.append((a, b))
+    return ws
+
+
+def bench_system(
+    name: str, python: Path | None, why_not: str, args: argparse.Namespace, out_dir: Path
+) -> dict[str, Any]:
+    entry = REGISTRY[name]
+    res: dict[str, Any] = {"system": name, "label": entry.label, "venv": entry.venv}
+    if python is None:
+        res["skipped"] = why_not
+        log(f"  {name}: skipped: {why_not}")
+        return res
+    work = out_dir / "work" / name
+    try:
+        log(f"  {name}: (A) {args.turns} turns on one thread ...")
+        a = run_phase(python, "write", name, work / "a", out_dir, args)
+        res["write"] = a
+        if _stop(res, a):
+            return res
+        lat = a["latencies_ms"]
+        res["windows"] = {f"{x}-{y}": window(lat, x, y) for x, y in windows(args.turns)}
+        log(
+            f"  {name}: (A) {a['turns']} turns in {a['total_s']:.1f} s"
+            + (" (capped)" if a["capped"] else "")
+        )
+        log(f"  {name}: (C) load in a fresh process ...")
+        load_args = argparse.Namespace(**{**vars(args), "turns": a["turns"]})
+        c = run_phase(python, "load", name, work / "a", out_dir, load_args)
+        res["load"] = c
+        if _stop(res, c):
+            return res
+        log(
+            f"  {name}: (C) {c['messages']} messages in {c['total_ms']:.1f} ms, in order: "
+            f"{c['in_order']}"
+        )
+        log(f"  {name}: (B) {args.threads} threads x {args.threads_turns} turns ...")
+        b = run_phase(python, "threads", name, work / "b", out_dir, args)
+        res["threads"] = b
+        if _stop(res, b):
+            return res
+        log(f"  {name}: (B) {b['turns_per_s']:.0f} turns/s")
+    finally:
+        if not args.keep_data:
+            run_phase(python, "cleanup", name, work / "b", out_dir, args)
+            shutil.rmtree(work, ignore_errors=True)
+    return res
+
+
+def _stop(res: dict[str, Any], phase: dict[str, Any]) -> bool:
+    for key in ("skipped", "error"):
+        if key in phase:
+            res[key] = phase[key]
+            log(f"  {res['system']}: {key}: {phase[key]}")
+            return True
+    return False
+
+
+# --- machine and meta --------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or "unknown"
+    mem = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.0f} GiB"
+                break
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "memory": mem,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+    }
+
+
+def command(argv: list[str]) -> str:
+    if os.environ.get("MAKELEVEL") and not argv:
+        return "make bench"
+    return shlex.join(["python", "benchmarks/run.py", *argv])
+
+
+# --- output ------------------------------------------------------------------------------
+
+
+def _ms(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:.0f}"
+
+
+def _bytes(v: float | None) -> str:
+    if v is None:
+        return "-"
+    for unit, k in (("MB", 1e6), ("kB", 1e3)):
+        if v >= k:
+            return f"{v / k:.1f} {unit}"
+    return f"{v:.0f} B"
+
+
+def rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    ws = windows(results["meta"]["workload"]["turns"])
+    head = ["system", *[f"A: ms/turn @{a}-{b}" for a, b in ws]]
+    head += ["B: turns/s", "C: load ms", "C: all in order", "bytes/turn", "durability"]
+    body: list[list[str]] = []
+    for s in results["systems"]:
+        if "skipped" in s or ("error" in s and "write" not in s):
+            why = s.get("skipped") or "error: " + s.get("error", "")
+            body.append([s["label"], *["-"] * (len(head) - 2), f"skipped: {why[:90]}"])
+            continue
+        a, b, c = s.get("write") or {}, s.get("threads") or {}, s.get("load") or {}
+        w = s.get("windows") or {}
+        row = [s["label"]]
+        row += [_ms(w.get(f"{x}-{y}")) for x, y in ws]
+        row.append(f"{b['turns_per_s']:.0f}" if b.get("turns_per_s") else "-")
+        row.append(_ms(c.get("total_ms")))
+        if c:
+            ok = "yes" if c.get("in_order") else "NO"
+            row.append(f"{ok} ({c.get('messages')}/{c.get('expected')})")
+        else:
+            row.append("-")
+        row.append(_bytes(a.get("bytes_per_turn")))
+        d = a.get("durability") or {}
+        row.append(str(d.get("setting", "?")) + ("" if d.get("strongest") else " (weaker)"))
+        if "error" in s:
+            row[-1] += f"; error: {s['error'][:60]}"
+        body.append(row)
+    return head, body
+
+
+def print_table(results: dict[str, Any]) -> None:
+    head, body = rows(results)
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+        for r in [head, *body]:
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+        return
+    t = Table(title="tether side-by-side benchmark", show_lines=False)
+    for i, h in enumerate(head):
+        t.add_column(h, justify="left" if i in (0, len(head) - 1) else "right")
+    for r in body:
+        t.add_row(*r)
+    Console(width=200).print(t)
+
+
+def notes(results: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for s in results["systems"]:
+        a = s.get("write") or {}
+        d = a.get("durability") or {}
+        bits = []
+        if d:
+            bits.append(f"durability: {d.get('setting')} — {d.get('note')}")
+        if a.get("capped"):
+            bits.append(
+                f"(A) capped at {a['turns']} of {a['turns_requested']} turns "
+                f"(time budget {results['meta']['workload']['budget_s']:.0f} s)"
+            )
+        if (s.get("threads") or {}).get("capped"):
+            bits.append("(B) capped by the time budget")
+        if "import_ms" in (s.get("load") or {}):
+            bits.append(f"library import before (C): {s['load']['import_ms']:.0f} ms (not counted)")
+        if s.get("skipped"):
+            bits.append(f"skipped: {s['skipped']}")
+        if s.get("error"):
+            bits.append(f"error: {s['error'][:200]}")
+        v = a.get("versions") or {}
+        if v:
+            bits.append(", ".join(f"{k} {x}" for k, x in v.items()))
+        out.append(f"- **{s['label']}**: " + "; ".join(bits))
+    return out
+
+
+def markdown(results: dict[str, Any], chart: str) -> str:
+    meta = results["meta"]
+    m = meta["machine"]
+    wl = meta["workload"]
+    head, body = rows(results)
+    lines = [
+        START,
+        "",
+        f"Measured {meta['date']} on {m['nproc']} cores ({m['cpu']}), {m['memory']} RAM, "
+        f"{m['os']}, Python {m['python']}, SQLite {m['sqlite']}"
+        + (f", PostgreSQL {meta['postgres']}" if meta.get("postgres") else "")
+        + f". Command: `{meta['command']}`.",
+        "",
+        f"Workload: messages of {wl['message_bytes']} bytes. (A) one thread, {wl['turns']} "
+        "turns of user + assistant, each durable before the next: median write latency per "
+        f"turn. (B) {wl['threads']} threads x {wl['threads_turns']} turns, round-robin. "
+        "(C) a fresh process opens the store and loads the thread of (A) (interpreter start "
+        "and library import not counted). Bytes on disk per turn after (A): SQLite files "
+        "incl. WAL after a TRUNCATE checkpoint; PostgreSQL: pg_total_relation_size of the "
+        "system's tables. Every system and phase runs in its own process.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|"
+        + "|".join("---" if i in (0, len(head) - 1) else "---:" for i in range(len(head)))
+        + "|",
+        *["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in body],
+        "",
+        f"![write latency against history length]({chart})",
+        "",
+        *notes(results),
+        "",
+        "Raw figures, per-turn latencies included: "
+        "[docs/bench/results.json](docs/bench/results.json). "
+        "Rerun with `make bench` (peers install into `benchmarks/.venv-peers`).",
+        "",
+        END,
+    ]
+    return "\n".join(lines)
+
+
+def update_readme(section: str) -> None:
+    text = README.read_text() if README.exists() else "# tether\n"
+    if START in text and END in text:
+        pre, rest = text.split(START, 1)
+        post = rest.split(END, 1)[1]
+        text = pre + section + post
+    else:
+        text = text.rstrip("\n") + "\n\n## Benchmarks\n\n" + section + "\n"
+    README.write_text(text)
+
+
+# --- main --------------------------------------------------------------------------------
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--systems", default=",".join(ALL), help=f"comma list from: {', '.join(ALL)}")
+    p.add_argument("--turns", type=int, default=None, help="(A) turns on one thread [1000]")
+    p.add_argument("--threads", type=int, default=None, help="(B) threads [200]")
+    p.add_argument("--threads-turns", type=int, default=None, help="(B) turns per thread [20]")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds per phase before (A)/(B) stop early and say so [600; quick: 15]",
+    )
+    p.add_argument("--quick", action="store_true", help="smoke run: 100 turns, 20x5 threads")
+    p.add_argument("--out", default=str(BENCH / "out"), help="output folder [benchmarks/out]")
+    p.add_argument(
+        "--update-readme",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="copy chart + JSON to docs/bench/ and rewrite the README section "
+        "[on under `make bench` for a full default run]",
+    )
+    p.add_argument("--no-install", action="store_true", help="never build the peers venv")
+    p.add_argument("--setup-peers", action="store_true", help="build the peers venv and exit")
+    p.add_argument("--keep-data", action="store_true", help="keep the stores in out/work")
+    args = p.parse_args(argv)
+    q = args.quick
+    args.turns = args.turns or (100 if q else 1000)
+    args.threads = args.threads or (20 if q else 200)
+    args.threads_turns = args.threads_turns or (5 if q else 20)
+    args.budget = args.budget if args.budget is not None else (15.0 if q else 600.0)
+    if args.turns < 10:
+        p.error("--turns must be at least 10")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    if args.setup_peers:
+        py, why = peers_python(install=True)
+        log(f"peers venv: {py}" if py else why)
+        return 0 if py else 1
+    names = [n.strip() for n in args.systems.split(",") if n.strip()]
+    unknown = [n for n in names if n not in REGISTRY]
+    if unknown:
+        log(f"unknown systems: {', '.join(unknown)}; known: {', '.join(ALL)}")
+        return 2
+    out_dir = Path(args.out).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    # Built only when a peer system runs; otherwise used, if there, for the chart.
+    need_peers = any(REGISTRY[n].venv == "peers" for n in names)
+    peers_py, peers_why = peers_python(install=need_peers and not args.no_install)
+
+    started = time.perf_counter()
+    systems = []
+    for n in names:
+        py = Path(sys.executable) if REGISTRY[n].venv == "tether" else peers_py
+        systems.append(bench_system(n, py, peers_why, args, out_dir))
+
+    pg = next(
+        (
+            s["write"]["versions"].get("postgres")
+            for s in systems
+            if (s.get("write") or {}).get("versions", {}).get("postgres")
+        ),
+        None,
+    )
+    results: dict[str, Any] = {
+        "meta": {
+            "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "command": command(argv),
+            "machine": machine(),
+            "postgres": pg,
+            "peers_python": str(peers_py) if peers_py else None,
+            "workload": {
+                "message_bytes": 200,
+                "turns": args.turns,
+                "threads": args.threads,
+                "threads_turns": args.threads_turns,
+                "budget_s": args.budget,
+                "quick": args.quick,
+            },
+            "elapsed_s": round(time.perf_counter() - started, 1),
+        },
+        "systems": systems,
+    }
+    rj = out_dir / "results.json"
+    rj.write_text(json.dumps(results, indent=1))
+    print_table(results)
+    log(f"results: {rj}")
+
+    png = out_dir / "latency.png"
+    chart_py = peers_py or Path(sys.executable)
+    r = subprocess.run(
+        [str(chart_py), str(BENCH / "chart.py"), str(rj), str(png)],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode == 0:
+        log(f"chart:   {png}")
+    else:
+        log(f"chart not drawn (matplotlib lives in the peers venv): {r.stderr.strip()[-300:]}")
+
+    update = args.update_readme
+    if update is None:
+        full = not args.quick and names == ALL and args.turns == 1000
+        update = bool(os.environ.get("MAKELEVEL")) and full
+    if update:
+        DOCS.mkdir(parents=True, exist_ok=True)
+        if png.exists():
+            shutil.copyfile(png, DOCS / "latency.png")
+        (DOCS / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+        update_readme(markdown(results, "docs/bench/latency.png"))
+        log(f"updated {README.relative_to(ROOT)} and {DOCS.relative_to(ROOT)}/")
+    log(f"done in {results['meta']['elapsed_s']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -323,6 +323,13 @@ async def test_no_retry_on_400(server: Server) -> None:
     assert "messages: bad role" in str(info.value)
 
 
+async def test_redirect_is_an_error_not_a_retry(server: Server) -> None:
+    server.reply(Reply(status=307, headers={"Location": "/elsewhere"}, body=""))
+    with pytest.raises(ModelHTTPError) as info:
+        await model(server).complete(hello())
+    assert (info.value.status, len(server.requests)) == (307, 1)
+
+
 async def test_401_says_what_to_check(server: Server) -> None:
     server.reply(Reply(status=401, body={"error": {"message": "invalid key"}}))
     with pytest.raises(ModelHTTPError, match="check api_key"):

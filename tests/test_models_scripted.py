@@ -353,3 +353,28 @@ def test_public_dataclasses_are_keyword_only_and_frozen() -> None:
         params = dataclasses.fields(cls)
         assert all(f.kw_only for f in params if f.init), cls
         assert cls.__dataclass_params__.frozen, cls  # type: ignore[union-attr]
+
+
+def test_model_from_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tether.models import OpenAIModel, model_from_config
+
+    assert isinstance(model_from_config([{"match": "x", "answer": "y"}]), ScriptedModel)
+    assert isinstance(model_from_config({"rules": []}), ScriptedModel)
+    monkeypatch.setenv("TETHER_TEST_KEY", "sk-env")
+    m = model_from_config(
+        {
+            "kind": "openai",
+            "base_url": "http://h/v1",
+            "model": "m",
+            "api_key_env": "TETHER_TEST_KEY",
+        }
+    )
+    assert isinstance(m, OpenAIModel) and m.model == "m"
+    for bad in (
+        {"kind": "openai", "api_key": "sk-inline"},
+        {"kind": "openai", "api_key_env": "TETHER_TEST_UNSET_KEY"},
+        {"kind": "openai", "temprature": 0},
+        {"kind": "bard"},
+    ):
+        with pytest.raises(ModelConfigError):
+            model_from_config(bad)

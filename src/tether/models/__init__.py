@@ -2,11 +2,13 @@
 
 ``ScriptedModel`` (deterministic rules, no network) lives in ``tether.models.scripted``,
 ``OpenAIModel`` (chat completions over httpx) in ``tether.models.openai``; their
-module docstrings are the manual. Errors are drawn in ``tether.models._errors``.
+module docstrings are the manual. ``model_from_config`` builds either from a spec's
+``model:`` entry. Errors are drawn in ``tether.models._errors``.
 """
 
 from __future__ import annotations
 
+from ._config import model_from_config
 from ._errors import (
     ModelBadArgumentsError,
     ModelBadResponseError,
@@ -53,6 +55,7 @@ __all__ = [
     "ToolSpec",
     "Turn",
     "call",
+    "model_from_config",
     "remember",
 ]
 

@@ -333,7 +333,7 @@ class OpenAIModel:
                 ) from None
             else:
                 status = response.status_code
-                if status < 400:
+                if 200 <= status < 300:
                     try:
                         return response.json()
                     except ValueError:

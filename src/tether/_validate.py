@@ -111,10 +111,39 @@ def validate_snapshot(
             if isinstance(nid, str) and nid not in position:
                 position[nid] = i
 
-    nodes: list[CausalNode] = []
-    seen: set[str] = set()
-    total = 0
-    for i, raw in enumerate(raw_nodes):
+    checker = NodeChecker(limits=limits, vocabulary=vocabulary, position=position)
+    nodes = [checker.check(raw) for raw in raw_nodes]
+    return nodes, checker.check_frontier(frontier)
+
+
+class NodeChecker:
+    """Checks nodes one at a time, in sequence order, exactly as import validation does.
+
+    Shared by ``validate_snapshot`` (a whole snapshot in memory) and the control
+    plane's ``verify``, which streams a stored scope page by page. ``position``
+    maps ids to their index when the whole snapshot is known, so a parent that
+    comes later is told (``parent_order``) from one that is absent
+    (``parent_missing``); a streaming caller without it sees ``parent_missing``.
+    """
+
+    def __init__(
+        self,
+        *,
+        limits: Limits,
+        vocabulary: Vocabulary | None = None,
+        position: dict[str, int] | None = None,
+    ) -> None:
+        self.limits = limits
+        self.vocabulary = vocabulary
+        self.position = position or {}
+        self.seen: set[str] = set()
+        self.count = 0
+        self.total = 0
+
+    def check(self, raw: Any) -> CausalNode:
+        """Check the next node (index ``self.count``); return it or raise InvalidSnapshot."""
+        limits, vocabulary, seen, position = self.limits, self.vocabulary, self.seen, self.position
+        i = self.count
         if not isinstance(raw, dict):
             _fail("shape", "a node is an object", i)
         nid = raw.get("id")
@@ -173,8 +202,8 @@ def validate_snapshot(
                 i,
                 nid,
             )
-        total += len(payload_json)
-        if total > limits.max_snapshot_bytes:
+        self.total += len(payload_json)
+        if self.total > limits.max_snapshot_bytes:
             _fail("too_large", f"payloads exceed {limits.max_snapshot_bytes} bytes", i, nid)
         if kind == "semantic":
             try:
@@ -204,25 +233,28 @@ def validate_snapshot(
                 nid,
             )
         seen.add(nid)
-        nodes.append(
-            CausalNode(
-                id=nid,
-                kind=kind,
-                parents=tuple(parents),
-                payload=raw["payload"],
-                created_at=created,
-                sequence=seq,
-                resource_key=rk,
-            )
+        self.count += 1
+        return CausalNode(
+            id=nid,
+            kind=kind,
+            parents=tuple(parents),
+            payload=raw["payload"],
+            created_at=created,
+            sequence=seq,
+            resource_key=rk,
         )
 
-    fseen: set[str] = set()
-    for f in frontier:
-        if not isinstance(f, str):
-            _fail("frontier", "frontier entries are node ids")
-        if f in fseen:
-            _fail("frontier", f"{f} appears twice in the frontier", node_id=f)
-        if f not in seen:
-            _fail("frontier", f"frontier names {f!r}, which is not in the snapshot", node_id=f)
-        fseen.add(f)
-    return nodes, list(frontier)
+    def check_frontier(self, frontier: Any) -> list[str]:
+        """Check a frontier against the nodes checked so far; return it as given."""
+        if not isinstance(frontier, list):
+            _fail("shape", "frontier must be a list")
+        fseen: set[str] = set()
+        for f in frontier:
+            if not isinstance(f, str):
+                _fail("frontier", "frontier entries are node ids")
+            if f in fseen:
+                _fail("frontier", f"{f} appears twice in the frontier", node_id=f)
+            if f not in self.seen:
+                _fail("frontier", f"frontier names {f!r}, which is not in the snapshot", node_id=f)
+            fseen.add(f)
+        return list(frontier)

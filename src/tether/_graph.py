@@ -7,6 +7,7 @@ so that a node appended through a store is byte-for-byte the node an in-memory
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import re
 from collections.abc import Iterable, Iterator, Sequence

@@ -1,0 +1,128 @@
+"""The append rules of SPEC §1 on the in-memory graph."""
+
+from __future__ import annotations
+
+import pytest
+
+from tether import AgentState, InvalidNode, NodeType, Vocabulary, node_id
+
+
+def test_identity_ignores_parent_order_and_duplicates() -> None:
+    a, b = "cw_" + "a" * 24, "cw_" + "b" * 24
+    assert node_id("goal", [b, a, b], {"x": 1}) == node_id("goal", [a, b], {"x": 1})
+    assert node_id("goal", [a], {"x": 1}) != node_id("goal", [b], {"x": 1})
+    assert node_id("goal", [], {"x": 1}, "r") != node_id("goal", [], {"x": 1})
+
+
+def test_goal_takes_frontier_and_sequence_is_contiguous() -> None:
+    s = AgentState()
+    sys_ = s.append("system", {"content": "be brief"})
+    g1 = s.append("goal", {"input": "hi"})
+    assert g1.parents == (sys_.id,)
+    ans = s.append("answer", {"output": "hello"})
+    g2 = s.append("goal", {"input": "again"})
+    assert g2.parents == (ans.id,)
+    assert [n.sequence for n in s] == [1, 2, 3, 4]
+    assert s.frontier == [g2.id]
+    for n in s:
+        for p in n.parents:
+            parent = s.get(p)
+            assert parent is not None and parent.sequence < n.sequence
+
+
+def test_parallel_tool_calls_branch_and_join() -> None:
+    s = AgentState()
+    s.append("goal", {"input": "weather in Paris and Rome"})
+    inf = s.append("inference", {"tool_calls": ["paris", "rome"]})
+    c1 = s.append("tool_call", {"city": "Paris"}, parents=[inf.id])
+    c2 = s.append("tool_call", {"city": "Rome"}, parents=[inf.id])
+    assert set(s.frontier) == {c1.id, c2.id}
+    r1 = s.append("tool_result", {"t": 20}, parents=[c1.id])
+    r2 = s.append("tool_result", {"t": 25}, parents=[c2.id])
+    assert set(s.frontier) == {r1.id, r2.id}
+    join = s.append("inference", {"content": "20 and 25"})
+    assert set(join.parents) == {r1.id, r2.id}
+    assert s.frontier == [join.id]
+    assert s.ancestors(join.id) >= {c1.id, c2.id, inf.id}
+    assert s.descendants(inf.id) == {c1.id, c2.id, r1.id, r2.id, join.id}
+
+
+def test_resource_versions_chain() -> None:
+    s = AgentState()
+    v1 = s.append("resource", {"value": 1}, resource_key="var:count")
+    other = s.append("goal", {"input": "x"}, parents=[])
+    v2 = s.append("resource", {"value": 2}, resource_key="var:count", parents=[other.id])
+    assert v1.id in v2.parents and other.id in v2.parents
+    head = s.head("var:count")
+    assert head is not None and head.payload == {"value": 2}
+    assert [n.payload["value"] for n in s.versions("var:count")] == [1, 2]
+    assert set(s.heads("var:")) == {"var:count"}
+
+
+def test_semantic_supersession_by_type_and_key() -> None:
+    s = AgentState()
+    a = s.semantic("preference", "tone", "formal")
+    b = s.semantic("preference", "tone", "casual")
+    c = s.semantic("memory", "tone", "unrelated")
+    assert a.id in b.parents
+    assert b.resource_key == "semantic:preference:tone"
+    assert s.memory() == {"preference:tone": "casual", "memory:tone": "unrelated"}
+    assert c.resource_key == "semantic:memory:tone"
+
+
+def test_reappend_is_a_noop() -> None:
+    s = AgentState()
+    g = s.append("goal", {"input": "hi"}, parents=[])
+    before = (s.to_json(), s.frontier)
+    again = s.append("goal", {"input": "hi"}, parents=[])
+    assert again is g
+    assert (s.to_json(), s.frontier) == before
+
+
+def test_vocabulary() -> None:
+    s = AgentState(vocabulary=Vocabulary([NodeType(name="decision", description="A decision.")]))
+    s.semantic("decision", "db", "sqlite")
+    with pytest.raises(InvalidNode) as e:
+        s.semantic("memory", "x", 1)  # not in this product's vocabulary
+    assert e.value.code == "semantic_type"
+    dyn = AgentState(vocabulary=Vocabulary(allow_dynamic=True))
+    dyn.semantic("my-type_2", "k", 1)
+    for bad in ("Upper", "1digit", "x" * 49, "sp ace", ""):
+        with pytest.raises(InvalidNode) as e:
+            dyn.semantic(bad, "k", 1)
+        assert e.value.code in ("semantic_type", "semantic_payload")
+    assert len(s) == 1 and len(dyn) == 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload", "code"),
+    [
+        ("thought", {}, "kind"),
+        ("goal", {"x": float("nan")}, "non_finite"),
+        ("goal", {"x": float("inf")}, "non_finite"),
+        ("goal", {"x": 2**60}, "number_range"),
+        ("goal", {"x": object()}, "shape"),
+        ("semantic", {"type": "memory", "key": "k"}, "semantic_payload"),
+        ("semantic", {"type": "memory", "key": "", "content": 1}, "semantic_payload"),
+    ],
+)
+def test_bad_writes_rejected_and_nothing_written(kind: str, payload: object, code: str) -> None:
+    s = AgentState()
+    g = s.append("goal", {"input": "keep"})
+    with pytest.raises(InvalidNode) as e:
+        s.append(kind, payload)
+    assert e.value.code == code
+    assert len(s) == 1 and s.frontier == [g.id]
+
+
+def test_parent_must_exist_and_payload_limit() -> None:
+    from tether import Limits
+
+    s = AgentState(limits=Limits(max_payload_bytes=100))
+    with pytest.raises(InvalidNode) as e:
+        s.append("goal", {}, parents=["cw_" + "0" * 24])
+    assert e.value.code == "parent_missing"
+    with pytest.raises(InvalidNode) as e:
+        s.append("goal", {"x": "y" * 200})
+    assert e.value.code == "too_large"
+    assert len(s) == 0

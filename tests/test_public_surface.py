@@ -1,0 +1,73 @@
+"""The public surface stays explicit, and every error pickles with its code."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import pickle
+import pkgutil
+
+import pytest
+
+import tether
+from tether import TetherError
+
+
+def test_all_names_exist_and_are_unique() -> None:
+    assert len(tether.__all__) == len(set(tether.__all__))
+    for name in tether.__all__:
+        assert hasattr(tether, name), name
+
+
+def test_exported_classes_report_the_tether_module() -> None:
+    for name in tether.__all__:
+        obj = getattr(tether, name)
+        if inspect.isclass(obj):
+            assert obj.__module__.startswith("tether"), name
+
+
+def test_public_dataclasses_are_keyword_only() -> None:
+    for name in tether.__all__:
+        obj = getattr(tether, name)
+        if inspect.isclass(obj) and dataclasses.is_dataclass(obj):
+            for f in dataclasses.fields(obj):
+                if f.init:
+                    assert f.kw_only, f"{name}.{f.name} must be keyword-only"
+
+
+def _import_all() -> None:
+    # Import every module so that every error class defined anywhere is checked.
+    for mod in pkgutil.walk_packages(tether.__path__, "tether."):
+        importlib.import_module(mod.name)
+
+
+def _error_classes() -> list[type[TetherError]]:
+    _import_all()
+    seen: list[type[TetherError]] = []
+    stack: list[type[TetherError]] = [TetherError]
+    while stack:
+        cls = stack.pop()
+        seen.append(cls)
+        stack.extend(cls.__subclasses__())
+    return seen
+
+
+@pytest.mark.parametrize("cls", _error_classes(), ids=lambda c: c.__name__)
+def test_errors_pickle_with_code_and_details(cls: type[TetherError]) -> None:
+    err = cls("something failed", code="custom_code", detail=1)
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is cls
+    assert back.code == "custom_code"
+    assert back.details["detail"] == 1
+    assert back.message == "something failed"
+    assert back.to_dict()["code"] == "custom_code"
+
+
+def test_invalid_snapshot_carries_index_and_id() -> None:
+    with pytest.raises(tether.InvalidSnapshot) as e:
+        tether.AgentState.from_dict({"version": 1, "nodes": [{"id": "cw_" + "0" * 24}], "frontier": []})
+    assert e.value.index == 0
+    assert e.value.node_id == "cw_" + "0" * 24
+    assert e.value.code == "shape"
+    assert isinstance(e.value, TetherError)

@@ -227,7 +227,27 @@ def machine() -> dict[str, Any]:
         "os": platform.platform(),
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,
+        "loadavg_1m_at_start": round(os.getloadavg()[0], 2),
     }
+
+
+def fsync_ms(folder: Path, n: int = 200) -> float:
+    """Median cost of one 4 KiB write + fdatasync in ``folder``: the disk's floor for any
+    durable commit here."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    times = []
+    try:
+        for i in range(n):
+            t = time.perf_counter()
+            os.pwrite(fd, b"x" * 4096, (i % 16) * 4096)
+            os.fdatasync(fd)
+            times.append(time.perf_counter() - t)
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+    return round(statistics.median(times) * 1e3, 3)
 
 
 def command(argv: list[str]) -> str:
@@ -323,6 +343,7 @@ def notes(results: dict[str, Any]) -> list[str]:
             bits.append(f"skipped: {s['skipped']}")
         if s.get("error"):
             bits.append(f"error: {s['error'][:200]}")
+        bits.extend(a.get("remarks") or [])
         v = a.get("versions") or {}
         if v:
             bits.append(", ".join(f"{k} {x}" for k, x in v.items()))
@@ -341,7 +362,8 @@ def markdown(results: dict[str, Any], chart: str) -> str:
         f"Measured {meta['date']} on {m['nproc']} cores ({m['cpu']}), {m['memory']} RAM, "
         f"{m['os']}, Python {m['python']}, SQLite {m['sqlite']}"
         + (f", PostgreSQL {meta['postgres']}" if meta.get("postgres") else "")
-        + f". Command: `{meta['command']}`.",
+        + f"; one 4 KiB write + fdatasync on this disk: {m.get('fdatasync_4k_ms', '?')} ms "
+        f"(median). Command: `{meta['command']}`.",
         "",
         f"Workload: messages of {wl['message_bytes']} bytes. (A) one thread, {wl['turns']} "
         "turns of user + assistant, each durable before the next: median write latency per "
@@ -439,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     peers_py, peers_why = peers_python(install=need_peers and not args.no_install)
 
     started = time.perf_counter()
+    mach = machine()
+    mach["fdatasync_4k_ms"] = fsync_ms(out_dir / "work")
     systems = []
     for n in names:
         py = Path(sys.executable) if REGISTRY[n].venv == "tether" else peers_py
@@ -456,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         "meta": {
             "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "command": command(argv),
-            "machine": machine(),
+            "machine": {**mach, "loadavg_1m_at_end": round(os.getloadavg()[0], 2)},
             "postgres": pg,
             "peers_python": str(peers_py) if peers_py else None,
             "workload": {

@@ -62,6 +62,7 @@ async def phase_write(sys_: System, args: argparse.Namespace) -> dict[str, Any]:
         "bytes_per_turn": nbytes / max(1, len(lat)),
         "durability": dur,
         "versions": sys_.versions(),
+        "remarks": sys_.remarks(),
         "rss_mib": _rss_mib(),
     }
 

@@ -110,5 +110,12 @@ class AdkSqlite(System):
             "sqlite": sqlite3.sqlite_version,
         }
 
+    def remarks(self) -> list[str]:
+        return [
+            "two append_event calls per turn (one commit each); create_session at a thread's "
+            "first turn is counted in that turn; each append re-reads the session row and "
+            "state rows to detect stale writers",
+        ]
+
 
 SYSTEM = AdkSqlite

@@ -78,6 +78,10 @@ class System:
         """Library versions that matter for this system."""
         return {}
 
+    def remarks(self) -> list[str]:
+        """How the system was driven and what shapes its figures (shown under the table)."""
+        return []
+
 
 # --- helpers shared by the SQLite-backed systems ----------------------------------------
 

@@ -73,5 +73,11 @@ class LangGraphPostgres(System):
             "postgres": str(self._server.get("server_version", "")),
         }
 
+    def remarks(self) -> list[str]:
+        return [
+            "PostgresSaver keeps each new version of the messages channel as a blob "
+            "(the whole list, compressed by TOAST), so bytes and latency grow with the history",
+        ]
+
 
 SYSTEM = LangGraphPostgres

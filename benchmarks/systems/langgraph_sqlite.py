@@ -62,5 +62,12 @@ class LangGraphSqlite(System):
             "sqlite": sqlite3.sqlite_version,
         }
 
+    def remarks(self) -> list[str]:
+        return [
+            "one invoke per turn writes 3 checkpoints (input, step 0, step 1), each holding the "
+            "whole messages list (add_messages is a BinaryOperatorAggregate channel), so bytes "
+            "and latency grow with the history",
+        ]
+
 
 SYSTEM = LangGraphSqlite

@@ -78,5 +78,11 @@ class OpenAISqlite(System):
     def versions(self) -> dict[str, str]:
         return {"openai-agents": pkg_version("openai-agents"), "sqlite": sqlite3.sqlite_version}
 
+    def remarks(self) -> list[str]:
+        return [
+            "one SQLiteSession per thread kept open; add_items([user, assistant]) is one "
+            "transaction; get_items() for (C)",
+        ]
+
 
 SYSTEM = OpenAISqlite

@@ -60,5 +60,11 @@ class SqliteFloor(System):
     def versions(self) -> dict[str, str]:
         return {"sqlite": sqlite3.sqlite_version}
 
+    def remarks(self) -> list[str]:
+        return [
+            "table (thread, seq, role, content), primary key (thread, seq); "
+            "two INSERTs and one COMMIT per turn",
+        ]
+
 
 SYSTEM = SqliteFloor

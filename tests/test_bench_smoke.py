@@ -1,0 +1,94 @@
+"""The benchmark's plumbing, on the stdlib floor system only (no peers venv, no timings)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _load(name: str) -> ModuleType:
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def worker() -> ModuleType:
+    return _load("worker")
+
+
+@pytest.fixture(scope="module")
+def run() -> ModuleType:
+    return _load("run")
+
+
+def _phase(worker: ModuleType, tmp: Path, phase: str, *extra: str) -> dict:
+    out = tmp / f"{phase}.json"
+    argv = [phase, "--system", "sqlite_floor", "--workdir", str(tmp / "db"), "--out", str(out)]
+    assert worker.main([*argv, *extra]) == 0, out.read_text()
+    return json.loads(out.read_text())
+
+
+def test_floor_write_load_threads(worker: ModuleType, tmp_path: Path) -> None:
+    a = _phase(worker, tmp_path, "write", "--turns", "30")
+    assert a["turns"] == 30 and len(a["latencies_ms"]) == 30 and not a["capped"]
+    assert a["bytes"] > 30 * 400  # 60 messages of 200 bytes, at least
+    assert a["durability"]["journal_mode"] == "WAL"
+    assert a["durability"]["synchronous"] == "FULL"
+
+    c = _phase(worker, tmp_path, "load", "--turns", "30")
+    assert c["in_order"] and c["messages"] == 60 and c["first_mismatch"] is None
+
+    b = _phase(worker, tmp_path, "threads", "--threads", "4", "--threads-turns", "3")
+    assert b["turns"] == 12 and b["turns_per_s"] > 0
+
+
+def test_load_detects_missing_messages(worker: ModuleType, tmp_path: Path) -> None:
+    _phase(worker, tmp_path, "write", "--turns", "10")
+    c = _phase(worker, tmp_path, "load", "--turns", "11")  # expects 22, finds 20
+    assert not c["in_order"] and c["messages"] == 20 and c["expected"] == 22
+
+
+def test_windows(run: ModuleType) -> None:
+    assert run.windows(1000) == [(1, 10), (91, 100), (991, 1000)]
+    assert run.windows(100) == [(1, 10), (91, 100)]
+    assert run.windows(50) == [(1, 10), (41, 50)]
+    assert run.window([1.0, 2.0, 3.0], 1, 3) == 2.0
+    assert run.window([1.0, 2.0], 1, 3) is None
+
+
+def test_readme_section_is_replaced_in_place(
+    run: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\nintro\n")
+    monkeypatch.setattr(run, "README", readme)
+    results = {
+        "meta": {
+            "date": "2026-01-01 00:00 UTC",
+            "command": "make bench",
+            "machine": {"nproc": 2, "cpu": "cpu", "memory": "1 GiB", "os": "os"}
+            | {"python": "3.11", "sqlite": "3.40", "fdatasync_4k_ms": 0.1},
+            "postgres": None,
+            "workload": {"message_bytes": 200, "turns": 100, "threads": 2}
+            | {"threads_turns": 2, "budget_s": 15.0, "quick": True},
+        },
+        "systems": [{"system": "x", "label": "X", "skipped": "not here"}],
+    }
+    run.update_readme(run.markdown(results, "docs/bench/latency.png"))
+    run.update_readme(run.markdown(results, "docs/bench/latency.png"))
+    text = readme.read_text()
+    assert text.startswith("# x\n\nintro\n")
+    assert text.count(run.START) == 1 and text.count(run.END) == 1
+    assert "| X |" in text and "skipped: not here" in text and "`make bench`" in text

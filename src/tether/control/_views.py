@@ -1,0 +1,232 @@
+"""Per-store reports and the projection reads the control plane needs.
+
+The projections themselves (conversation, variables, memory, executions) are
+defined by docs/graph-encoding.md; where ``tether.memory`` provides one it is
+used, so the control plane reports exactly what an agent would see.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from .._errors import InvalidRequest, TetherError
+from .._graph import CausalNode
+from .._txn import Transaction, transact
+from ..store._base import Store
+from .types import StateOperationRequest, StateStoreReport
+
+SUMMARY: Final = "summary"
+UNFINISHED: Final = frozenset({"running", "suspended", "interrupted"})
+_PAGE: Final = 1000
+
+
+def is_deleted_variable(node: CausalNode) -> bool:
+    p = node.payload
+    return isinstance(p, dict) and p.get("deleted") is True
+
+
+async def _scan(store: Store, namespace: str, scope: str, upto: int) -> list[CausalNode]:
+    out: list[CausalNode] = []
+    after = 0
+    while after < upto:
+        page = await store.nodes(namespace, scope, after=after, before=upto + 1, limit=_PAGE)
+        if not page:
+            break
+        out.extend(page)
+        after = page[-1].sequence
+    return out
+
+
+async def run_status(
+    store: Store, namespace: str, scope: str, upto: int
+) -> dict[str, dict[str, Any]]:
+    """Each run of a thread (up to sequence ``upto``) and its status, oldest first.
+
+    A run is its goal node; an ``answer`` completes it, a ``protocol_error`` fails
+    it (``reset`` when the control plane ended it), a tool call needing approval
+    with no verification suspends it, anything else is running (or interrupted).
+    """
+    runs: dict[str, dict[str, Any]] = {}
+    approvals: dict[str, set[str]] = {}
+    for n in await _scan(store, namespace, scope, upto):
+        p = n.payload if isinstance(n.payload, dict) else {}
+        run = p.get("run")
+        if not isinstance(run, str):
+            continue
+        if n.kind == "goal":
+            runs.setdefault(
+                run,
+                {
+                    "run": run,
+                    "goal": n.id,
+                    "sequence": n.sequence,
+                    "status": "running",
+                    "reset": False,
+                    "input": p.get("input"),
+                },
+            )
+            continue
+        r = runs.get(run)
+        if r is None:
+            continue
+        if n.kind == "answer" and r["status"] != "failed":
+            r["status"] = "completed"
+        elif n.kind == "protocol_error":
+            r["status"] = "failed"
+            err = p.get("error")
+            if isinstance(err, dict) and err.get("code") == "reset":
+                r["reset"] = True
+        elif n.kind == "tool_call" and p.get("needs_approval"):
+            approvals.setdefault(run, set()).add(n.id)
+        elif n.kind == "verification":
+            approvals.get(run, set()).discard(p.get("tool_call", ""))
+    for run, pending in approvals.items():
+        if pending and runs[run]["status"] == "running":
+            runs[run]["status"] = "suspended"
+    return runs
+
+
+async def report(
+    store: Store, req: StateOperationRequest, scope: str, name: str, kinds: dict[str, int]
+) -> StateStoreReport:
+    """Describe one store of one scope."""
+    ns = req.namespace
+    if name == "variables":
+        heads = await store.resource_heads(ns, scope, "var:")
+        live = {
+            k[4:]: n
+            for k, n in heads.items()
+            if n.kind == "resource" and not is_deleted_variable(n)
+        }
+        run_vars = [k for k in await store.resource_heads(ns, scope, "run:") if ":var:" in k]
+        return StateStoreReport(
+            name=name,
+            scope=scope,
+            exists=bool(live),
+            item_count=len(live),
+            data={k: n.payload.get("value") for k, n in live.items()} if req.include_data else None,
+            metadata={
+                "types": {k: n.payload.get("type") for k, n in live.items()},
+                "deleted": len(heads) - len(live),
+                "run_variables": len(run_vars),
+            },
+        )
+    if name == "memory":
+        heads = await store.resource_heads(ns, scope, "semantic:")
+        live = {
+            f"{n.payload['type']}:{n.payload['key']}": n.payload["content"]
+            for n in heads.values()
+            if n.payload.get("type") != SUMMARY and n.payload.get("content") is not None
+        }
+        by_type: dict[str, int] = {}
+        for k in live:
+            t = k.split(":", 1)[0]
+            by_type[t] = by_type.get(t, 0) + 1
+        return StateStoreReport(
+            name=name,
+            scope=scope,
+            exists=bool(live),
+            item_count=len(live),
+            data=live if req.include_data else None,
+            metadata={"types": by_type},
+        )
+    if not scope.startswith("thread:"):
+        return StateStoreReport(
+            name=name, scope=scope, enabled=False, metadata={"reason": f"{name} lives in threads"}
+        )
+    if name == "executions":
+        head = await store.head(ns, scope)
+        runs = await run_status(store, ns, scope, head.sequence) if kinds.get("goal") else {}
+        counts: dict[str, int] = {}
+        for r in runs.values():
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
+        return StateStoreReport(
+            name=name,
+            scope=scope,
+            exists=bool(runs),
+            item_count=len(runs),
+            data=list(runs.values()) if req.include_data else None,
+            metadata={"status": counts},
+        )
+    messages = await conversation(store, ns, scope, req.llm)
+    return StateStoreReport(
+        name=name,
+        scope=scope,
+        exists=bool(messages),
+        item_count=len(messages),
+        message_count=len(messages),
+        data=messages if req.include_data else None,
+        metadata={"llm": req.llm},
+    )
+
+
+async def conversation(store: Store, namespace: str, scope: str, llm: str) -> list[dict[str, Any]]:
+    """The messages an LLM node of the thread would see now."""
+    from ..memory.conversation import load_conversation
+
+    thread = scope.split(":", 1)[1]
+    msgs = await load_conversation(store, namespace, thread, llm=llm)
+    return [dict(m) for m in msgs]
+
+
+async def cut_conversation(
+    txn: Transaction, store: Store, scope: str, llm: str, through: int
+) -> int:
+    """Start the conversation view of ``llm`` after sequence ``through``; return messages cut."""
+    from ..memory.conversation import conversation_view
+
+    view = await conversation_view(store, txn.namespace, scope.split(":", 1)[1], llm=llm)
+    if not view.kept:
+        return 0
+    # A summary with no text: the view starts after ``through`` and shows nothing
+    # in place of what came before. The nodes stay (history, export, fork).
+    await txn.semantic(
+        scope,
+        SUMMARY,
+        llm,
+        {"text": "", "through": through, "count": view.kept, "strategy": "reset"},
+    )
+    return view.kept
+
+
+async def compact(
+    store: Store, req: StateOperationRequest, scope: str, model: Any
+) -> StateStoreReport:
+    """Run the memory module's compaction with the request's parameters."""
+    from .. import memory
+
+    if req.strategy == "summary" and model is None:
+        raise InvalidRequest(
+            "strategy 'summary' needs a model to write the summary; pass model=", field="strategy"
+        )
+    thread = scope.split(":", 1)[1]
+    before = await conversation(store, req.namespace, scope, req.llm)
+    try:
+        outcome = await memory.compact(  # type: ignore[attr-defined]
+            store,
+            req.namespace,
+            thread,
+            llm=model,
+            strategy=req.strategy,
+            max_messages=req.max_messages,
+            max_tokens=req.max_tokens,
+            preserve_recent=req.preserve_recent,
+            summary_max_tokens=req.summary_max_tokens,
+            model=req.llm,
+        )
+    except (ValueError, TypeError) as e:  # never let a raw exception escape (seed 002's fault)
+        raise InvalidRequest(f"compaction refused its parameters: {e}", field="strategy") from None
+    except TetherError:
+        raise
+    after = await conversation(store, req.namespace, scope, req.llm)
+    return StateStoreReport(
+        name="conversation",
+        scope=scope,
+        exists=bool(before),
+        message_count=len(after),
+        compacted=bool(outcome),
+        metadata={"before": len(before), "after": len(after), "strategy": req.strategy},
+    )
+
+
+__all__ = ["compact", "conversation", "cut_conversation", "report", "run_status", "transact"]

@@ -1,0 +1,569 @@
+"""The control-plane operations over a store (SPEC §6): the same for Python, CLI and HTTP.
+
+Each operation takes a store and a ``StateOperationRequest`` (or the request's
+fields as keywords) and returns a ``StateOperationResult``::
+
+    result = await control.describe(store, namespace="acme", thread="t1", include_data=True)
+    await control.reset(store, namespace="acme", thread="t1", variable="cart")
+    await control.reset(store, namespace="acme", thread="t1", run="run_ab12")
+
+``execute(store, operation, request)`` dispatches by name (the HTTP server and
+the CLI use it). Problems with the request raise ``InvalidRequest`` before
+anything is written; problems with the state raise the matching ``TetherError``
+(``NotFound``, ``Conflict``, ``InvalidSnapshot``); per-store problems that do
+not stop the operation are reported in ``result.errors``.
+
+Stores (projections of a scope's graph): ``conversation`` (thread messages),
+``variables`` (``resource`` nodes ``var:<name>``, and ``run:<run>:var:<name>`` in
+a thread), ``memory`` (``semantic`` nodes, compaction summaries excepted) and
+``executions`` (runs: goal nodes and how they ended).
+
+Resets are exact, because every scope is its own graph and every projection is
+a set of keys in it:
+
+* a scope (``thread``/``user``/``app`` with no ``stores``): the scope's nodes are
+  deleted and its generation bumped, so a late writer fails instead of
+  resurrecting it;
+* some ``stores`` of a scope: ``variables`` get delete tombstones, ``memory``
+  keys null successors, unfinished ``executions`` a ``reset`` error, and the
+  ``conversation`` a cut (a summary node with no text that the conversation view
+  starts after); all in one commit, history kept;
+* a ``variable``: one delete tombstone (a ``resource`` node ``{"deleted": true}``);
+* a ``run``: the graph is append-only, so a run's nodes are not deleted; a
+  ``protocol_error`` node with code ``reset`` ends the run, and like any failed
+  run its inferences leave the conversation view (completed tool calls stay,
+  with their results: the side effects happened);
+* ``whole_namespace``: every scope of the namespace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import orjson
+
+from .._errors import InvalidRequest
+from .._graph import CausalNode
+from .._txn import Transaction, transact
+from ..store._base import Store
+from . import _views
+from .snapshot import (
+    export_snapshot,
+    fork_thread,
+    history_page,
+    import_snapshot,
+    verify_scope,
+    verify_snapshot,
+)
+from .types import (
+    GRAPH,
+    MAX_PAGE,
+    STORES,
+    ScopeCheck,
+    StateOperationRequest,
+    StateOperationResult,
+    StateStoreReport,
+)
+
+RESET_CODE: Final = "reset"
+
+
+def _request(
+    request: StateOperationRequest | None, fields: dict[str, Any]
+) -> StateOperationRequest:
+    if request is None:
+        return StateOperationRequest.from_dict(fields)
+    if fields:
+        return StateOperationRequest.from_dict({**request.to_dict(), **fields})
+    return request
+
+
+def _need_scope(req: StateOperationRequest, operation: str) -> str:
+    scope = req.scope
+    if scope is None:
+        raise InvalidRequest(f"{operation} needs a scope: give thread, user or app", field="thread")
+    return scope
+
+
+def _need_thread(req: StateOperationRequest, operation: str) -> str:
+    if req.thread is None:
+        raise InvalidRequest(f"{operation} works on a thread: give thread", field="thread")
+    return "thread:" + req.thread
+
+
+async def _all_scopes(store: Store, namespace: str) -> list[str]:
+    out: list[str] = []
+    after: str | None = None
+    while True:
+        page = await store.list_scopes(namespace, after=after, limit=500)
+        out.extend(s.scope for s in page)
+        if len(page) < 500:
+            return out
+        after = page[-1].scope
+
+
+# --------------------------------------------------------------------------- describe
+
+
+async def describe(
+    store: Store, request: StateOperationRequest | None = None, **fields: Any
+) -> StateOperationResult:
+    """What exists: per store counts and sizes for one scope, or per scope for a namespace."""
+    req = _request(request, fields)
+    scope = req.scope
+    if scope is None:
+        return await _describe_namespace(store, req)
+    wanted = req.stores or STORES
+    stats = await store.stats(req.namespace, scope)
+    head = await store.head(req.namespace, scope)
+    reports = [
+        StateStoreReport(
+            name=GRAPH,
+            scope=scope,
+            exists=stats.nodes > 0,
+            item_count=stats.nodes,
+            node_count=stats.nodes,
+            size_bytes=stats.payload_bytes,
+            metadata={
+                "kinds": dict(sorted(stats.kinds.items())),
+                "generation": head.generation,
+                "sequence": head.sequence,
+                "frontier": list(head.frontier),
+            },
+        )
+    ]
+    for name in wanted:
+        reports.append(await _views.report(store, req, scope, name, stats.kinds))
+    missing = tuple(r.name for r in reports[1:] if r.enabled and not r.exists)
+    return StateOperationResult(
+        operation="describe",
+        namespace=req.namespace,
+        scope=scope,
+        stores=tuple(reports),
+        missing=missing if stats.nodes else (scope,),
+        metadata=dict(req.metadata),
+    )
+
+
+async def _describe_namespace(store: Store, req: StateOperationRequest) -> StateOperationResult:
+    scopes = await _all_scopes(store, req.namespace)
+    reports = []
+    for scope in scopes[:MAX_PAGE]:
+        stats = await store.stats(req.namespace, scope)
+        reports.append(
+            StateStoreReport(
+                name=GRAPH,
+                scope=scope,
+                exists=stats.nodes > 0,
+                item_count=stats.nodes,
+                node_count=stats.nodes,
+                size_bytes=stats.payload_bytes,
+                metadata={"kinds": dict(sorted(stats.kinds.items()))},
+            )
+        )
+    return StateOperationResult(
+        operation="describe",
+        namespace=req.namespace,
+        stores=tuple(reports),
+        metadata={
+            **req.metadata,
+            "scopes": len(scopes),
+            "nodes": sum(r.node_count or 0 for r in reports),
+            "size_bytes": sum(r.size_bytes or 0 for r in reports),
+            "truncated": len(scopes) > MAX_PAGE,
+        },
+    )
+
+
+# --------------------------------------------------------------------------- reset
+
+
+async def reset(
+    store: Store, request: StateOperationRequest | None = None, **fields: Any
+) -> StateOperationResult:
+    """Clear exactly what the request names (see the module docstring)."""
+    req = _request(request, fields)
+    ns = req.namespace
+    result = StateOperationResult(operation="reset", namespace=ns, metadata=dict(req.metadata))
+    if req.whole_namespace:
+        count = await store.delete_namespace(ns)
+        return dataclasses.replace(
+            result,
+            cleared=(f"namespace:{ns}",) if count else (),
+            missing=() if count else (f"namespace:{ns}",),
+            metadata={**result.metadata, "scopes": count},
+        )
+    if req.scope is None and req.variable is not None:
+        raise InvalidRequest(
+            "a variable lives in a scope: give thread, user or app with it", field="variable"
+        )
+    scope = _need_scope(req, "reset")
+    result = dataclasses.replace(result, scope=scope)
+    if req.variable is not None:
+        key = f"run:{req.run}:var:{req.variable}" if req.run is not None else f"var:{req.variable}"
+        label = f"{scope}/{key}"
+        cleared = await transact(store, ns, lambda txn: _tombstone_variables(txn, scope, [key]))
+        return dataclasses.replace(
+            result, cleared=(label,) if cleared else (), missing=() if cleared else (label,)
+        )
+    if req.run is not None:
+        run = req.run
+        label = f"{scope}/run:{run}"
+        ended = await transact(store, ns, lambda txn: _end_runs(txn, store, scope, [run]))
+        return dataclasses.replace(
+            result, cleared=(label,) if ended else (), missing=() if ended else (label,)
+        )
+    if not req.stores:
+        head = await store.head(ns, scope)
+        await store.reset_scope(ns, scope)
+        had = head.sequence > 0
+        return dataclasses.replace(
+            result,
+            cleared=(scope,) if had else (),
+            missing=() if had else (scope,),
+            stores=(
+                StateStoreReport(
+                    name=GRAPH, scope=scope, exists=had, cleared=had, node_count=head.sequence
+                ),
+            ),
+        )
+    reports = await transact(store, ns, lambda txn: _reset_stores(txn, store, scope, req))
+    return dataclasses.replace(
+        result,
+        stores=tuple(reports),
+        cleared=tuple(f"{scope}/{r.name}" for r in reports if r.cleared),
+        missing=tuple(f"{scope}/{r.name}" for r in reports if not r.cleared and r.enabled),
+        errors=tuple(
+            {"code": "not_applicable", "store": r.name, "message": r.error}
+            for r in reports
+            if r.error
+        ),
+    )
+
+
+async def _tombstone_variables(txn: Transaction, scope: str, keys: list[str]) -> list[str]:
+    await txn.head(scope)  # pin the head before reading, so a concurrent write conflicts
+    cleared = []
+    for key in keys:
+        node = await txn.resource_head(scope, key)
+        if node is None or node.kind != "resource" or _views.is_deleted_variable(node):
+            continue
+        p = node.payload if isinstance(node.payload, dict) else {}
+        name = p.get("name", key.rsplit(":", 1)[-1])
+        await txn.append(
+            scope,
+            "resource",
+            {"name": name, "type": p.get("type", "json"), "deleted": True},
+            resource_key=key,
+        )
+        cleared.append(key)
+    return cleared
+
+
+async def _end_runs(txn: Transaction, store: Store, scope: str, runs: list[str]) -> list[str]:
+    head = await txn.head(scope)
+    status = await _views.run_status(store, txn.namespace, scope, head.sequence)
+    ended = []
+    for run in runs:
+        st = status.get(run)
+        if st is None or st.get("reset"):
+            continue
+        await txn.append(
+            scope,
+            "protocol_error",
+            {
+                "run": run,
+                "error": {"code": RESET_CODE, "message": "run reset through the control plane"},
+            },
+        )
+        ended.append(run)
+    return ended
+
+
+async def _reset_stores(
+    txn: Transaction, store: Store, scope: str, req: StateOperationRequest
+) -> list[StateStoreReport]:
+    head = await txn.head(scope)
+    ns = txn.namespace
+    out: list[StateStoreReport] = []
+    is_thread = scope.startswith("thread:")
+    for name in req.stores:
+        if name == "variables":
+            heads = await store.resource_heads(ns, scope, "var:")
+            keys = list(heads)
+            if is_thread:
+                runs = await store.resource_heads(ns, scope, "run:")
+                keys += [k for k in runs if ":var:" in k]
+            cleared = await _tombstone_variables(txn, scope, keys)
+            out.append(
+                StateStoreReport(
+                    name=name,
+                    scope=scope,
+                    exists=bool(cleared),
+                    cleared=bool(cleared),
+                    item_count=len(cleared),
+                    metadata={"keys": cleared},
+                )
+            )
+        elif name == "memory":
+            heads = await store.resource_heads(ns, scope, "semantic:")
+            cleared = []
+            for key, node in heads.items():
+                p = node.payload
+                if p.get("type") == _views.SUMMARY or p.get("content") is None:
+                    continue
+                await txn.append(
+                    scope, "semantic", {"type": p["type"], "key": p["key"], "content": None}
+                )
+                cleared.append(key)
+            out.append(
+                StateStoreReport(
+                    name=name,
+                    scope=scope,
+                    exists=bool(cleared),
+                    cleared=bool(cleared),
+                    item_count=len(cleared),
+                    metadata={"keys": cleared},
+                )
+            )
+        elif not is_thread:
+            out.append(
+                StateStoreReport(
+                    name=name,
+                    scope=scope,
+                    enabled=False,
+                    error=f"{name} lives in threads; {scope} has none",
+                )
+            )
+        elif name == "executions":
+            status = await _views.run_status(store, ns, scope, head.sequence)
+            open_runs = [r for r, s in status.items() if s["status"] in _views.UNFINISHED]
+            ended = await _end_runs(txn, store, scope, open_runs)
+            out.append(
+                StateStoreReport(
+                    name=name,
+                    scope=scope,
+                    exists=bool(ended),
+                    cleared=bool(ended),
+                    item_count=len(ended),
+                    metadata={"runs": ended},
+                )
+            )
+        else:  # conversation
+            cut = await _views.cut_conversation(txn, store, scope, req.llm, head.sequence)
+            out.append(
+                StateStoreReport(
+                    name=name,
+                    scope=scope,
+                    exists=cut > 0,
+                    cleared=cut > 0,
+                    message_count=cut,
+                    metadata={"llm": req.llm, "through": head.sequence},
+                )
+            )
+    return out
+
+
+# --------------------------------------------------------------------------- compact
+
+
+async def compact(
+    store: Store,
+    request: StateOperationRequest | None = None,
+    *,
+    model: Any = None,
+    **fields: Any,
+) -> StateOperationResult:
+    """Compact a thread's conversation (strategy recent, tokens or summary), non-destructively.
+
+    ``model`` writes the summary for ``strategy="summary"``. The compaction is
+    one optimistic commit: if a turn moved the thread meanwhile it is recomputed,
+    never written over the turn.
+    """
+    req = _request(request, fields)
+    scope = _need_thread(req, "compact")
+    report = await _views.compact(store, req, scope, model)
+    return StateOperationResult(
+        operation="compact",
+        namespace=req.namespace,
+        scope=scope,
+        stores=(report,),
+        compacted=("conversation",) if report.compacted else (),
+        missing=() if report.exists else ("conversation",),
+        metadata=dict(req.metadata),
+    )
+
+
+# --------------------------------------------------------------------------- snapshots
+
+
+async def export(
+    store: Store, request: StateOperationRequest | None = None, **fields: Any
+) -> StateOperationResult:
+    """The scope's snapshot (SPEC §1) in ``result.snapshot``."""
+    req = _request(request, fields)
+    scope = _need_scope(req, "export")
+    data = await export_snapshot(store, req.namespace, scope)
+    snap = orjson.loads(data)
+    return StateOperationResult(
+        operation="export",
+        namespace=req.namespace,
+        scope=scope,
+        snapshot=snap,
+        missing=() if snap["nodes"] else (scope,),
+        metadata={**req.metadata, "nodes": len(snap["nodes"]), "bytes": len(data)},
+    )
+
+
+async def import_(
+    store: Store, request: StateOperationRequest | None = None, **fields: Any
+) -> StateOperationResult:
+    """Validate ``request.snapshot`` and write it into the (empty) target scope in one commit."""
+    req = _request(request, fields)
+    scope = "thread:" + req.new_thread if req.new_thread and req.scope is None else req.scope
+    if scope is None:
+        raise InvalidRequest("import needs a target: give thread, user or app", field="thread")
+    if req.snapshot is None:
+        raise InvalidRequest("import needs the snapshot to write", field="snapshot")
+    state = await import_snapshot(store, req.namespace, scope, req.snapshot, replace=req.replace)
+    return StateOperationResult(
+        operation="import",
+        namespace=req.namespace,
+        scope=scope,
+        created=scope,
+        metadata={
+            **req.metadata,
+            "nodes": len(state),
+            "frontier": state.frontier,
+            "replaced": req.replace,
+        },
+    )
+
+
+async def history(
+    store: Store, request: StateOperationRequest | None = None, **fields: Any
+) -> StateOperationResult:
+    """One page of a scope's nodes, oldest first (or newest first with ``descending``).
+
+    ``next_after`` continues an ascending read (pass it as ``after``); for a
+    descending one ``metadata["next_before"]`` is passed as ``before``.
+    """
+    req = _request(request, fields)
+    scope = _need_scope(req, "history")
+    nodes, cursor = await history_page(
+        store,
+        req.namespace,
+        scope,
+        after=req.after,
+        before=req.before,
+        limit=req.limit,
+        descending=req.descending,
+    )
+    meta: dict[str, Any] = dict(req.metadata)
+    if req.descending:
+        meta["next_before"] = cursor
+    return StateOperationResult(
+        operation="history",
+        namespace=req.namespace,
+        scope=scope,
+        nodes=tuple(n.to_dict() for n in nodes),
+        next_after=None if req.descending else cursor,
+        metadata=meta,
+    )
+
+
+async def fork(
+    store: Store, request: StateOperationRequest | None = None, **fields: Any
+) -> StateOperationResult:
+    """A new thread whose graph is everything ``node`` depends on, with ``node`` as its head."""
+    req = _request(request, fields)
+    source = _need_scope(req, "fork")
+    if req.node is None:
+        raise InvalidRequest("fork needs the node to fork from", field="node")
+    new = req.new_thread or f"{req.thread or 'fork'}-{uuid.uuid4().hex[:8]}"
+    target = "thread:" + new
+    nodes = await fork_thread(store, req.namespace, source, req.node, target)
+    return StateOperationResult(
+        operation="fork",
+        namespace=req.namespace,
+        scope=source,
+        created=target,
+        metadata={**req.metadata, "thread": new, "node": req.node, "nodes": len(nodes)},
+    )
+
+
+async def verify(
+    store: Store, request: StateOperationRequest | None = None, **fields: Any
+) -> StateOperationResult:
+    """Recompute identities and links: of ``request.snapshot`` if given, else of the
+    target scope, else of every scope of the namespace. ``result.ok`` says if all passed.
+    """
+    req = _request(request, fields)
+    checks: list[ScopeCheck]
+    if req.snapshot is not None:
+        checks = [verify_snapshot(req.snapshot)]
+    elif req.scope is not None:
+        checks = [await verify_scope(store, req.namespace, req.scope)]
+    else:
+        checks = [
+            await verify_scope(store, req.namespace, s)
+            for s in await _all_scopes(store, req.namespace)
+        ]
+    return StateOperationResult(
+        operation="verify",
+        namespace=req.namespace,
+        scope=req.scope,
+        checks=tuple(checks),
+        metadata={**req.metadata, "nodes": sum(c.checked for c in checks)},
+    )
+
+
+Operation = Callable[..., Awaitable[StateOperationResult]]
+
+OPERATIONS: Final[dict[str, Operation]] = {
+    "describe": describe,
+    "reset": reset,
+    "compact": compact,
+    "export": export,
+    "import": import_,
+    "history": history,
+    "fork": fork,
+    "verify": verify,
+}
+
+
+async def execute(
+    store: Store,
+    operation: str,
+    request: StateOperationRequest | dict[str, Any] | None = None,
+    **options: Any,
+) -> StateOperationResult:
+    """Run an operation by name; ``request`` may be decoded JSON (``from_dict`` validates it)."""
+    fn = OPERATIONS.get(operation)
+    if fn is None:
+        raise InvalidRequest(
+            f"unknown operation {operation!r}; use one of {', '.join(OPERATIONS)}",
+            field="operation",
+        )
+    if not isinstance(request, StateOperationRequest):
+        request = StateOperationRequest.from_dict(request)
+    return await fn(store, request, **options)
+
+
+def nodes_of(result: StateOperationResult) -> list[CausalNode]:
+    """The history page of a result as nodes again."""
+    return [
+        CausalNode(
+            id=n["id"],
+            kind=n["kind"],
+            parents=tuple(n["parents"]),
+            payload=n["payload"],
+            created_at=n["createdAt"],
+            sequence=n["sequence"],
+            resource_key=n.get("resourceKey"),
+        )
+        for n in result.nodes
+    ]

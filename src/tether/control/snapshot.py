@@ -1,0 +1,372 @@
+"""Snapshots of stored scopes: export, import, verify, fork and history (SPEC §1, §6).
+
+Everything here streams a scope through the store's paged reads, so a scope of
+any size is exported or verified in bounded memory (import and fork hold the
+nodes they write, since they commit them at once).
+
+* **export** writes the SPEC §1 snapshot ``{"version":1,"nodes":[...],"frontier":[...]}``
+  with each node's stored sequence, byte for byte what ``AgentState.to_json``
+  gives for the same graph, so export after import returns the same bytes.
+* **import** validates with the import rules (``AgentState.from_json``), then
+  writes every node into an empty scope in one commit: an invalid snapshot, or
+  one aimed at a scope that already holds nodes, writes nothing.
+* **verify** re-runs the import rules over the stored nodes (identity, parent
+  order, contiguous sequences, frontier) plus the store's own indexes (head
+  sequence, resource heads), and names the first bad node.
+* **fork** copies the causal closure of one node into a new thread: the same
+  node ids (identity ignores sequence and createdAt), renumbered sequences, and
+  that node as the only head.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Final
+
+import orjson
+
+from .._errors import Conflict, InvalidSnapshot, NotFound, StoreError
+from .._graph import DEFAULT_LIMITS, SNAPSHOT_VERSION, AgentState, CausalNode, Limits
+from .._validate import NodeChecker
+from .._vocab import Vocabulary
+from ..store._base import Head, ScopeWrite, Store
+from .types import ScopeCheck
+
+PAGE: Final = 1000
+# A stored scope is not bounded by snapshot limits (a long thread may outgrow
+# max_nodes), only by the per-node limits that applied when each node was written.
+_STORED_LIMITS: Final = dataclasses.replace(
+    DEFAULT_LIMITS, max_nodes=2**62, max_snapshot_bytes=2**62
+)
+
+Progress = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` while a scope is streamed."""
+
+
+async def _pages(
+    store: Store,
+    namespace: str,
+    scope: str,
+    head: Head,
+    *,
+    page: int = PAGE,
+) -> AsyncIterator[list[CausalNode]]:
+    """The scope's nodes 1..head.sequence, a page at a time, checking nothing is skipped."""
+    after = 0
+    while after < head.sequence:
+        nodes = await store.nodes(
+            namespace, scope, after=after, before=head.sequence + 1, limit=page
+        )
+        if not nodes:
+            raise StoreError(
+                f"scope {scope!r} says it holds {head.sequence} nodes but the store returned "
+                f"none after sequence {after}; run `tether verify` on it",
+                namespace=namespace,
+                scope=scope,
+            )
+        yield nodes
+        after = nodes[-1].sequence
+
+
+async def _same_generation(store: Store, namespace: str, scope: str, head: Head) -> None:
+    now = await store.head(namespace, scope)
+    if now.generation != head.generation:
+        raise Conflict(
+            f"scope {scope!r} was reset while it was being read; read it again",
+            namespace=namespace,
+            scope=scope,
+        )
+
+
+# --------------------------------------------------------------------------- export
+
+
+async def export_chunks(
+    store: Store,
+    namespace: str,
+    scope: str,
+    *,
+    page: int = PAGE,
+    progress: Progress | None = None,
+) -> AsyncIterator[bytes]:
+    """The scope's snapshot as compact JSON, in chunks (one per page of nodes).
+
+    The snapshot is the scope as of the head read first; nodes appended while
+    exporting are left out. A reset during the export raises ``Conflict``.
+    """
+    head = await store.head(namespace, scope)
+    yield b'{"version":%d,"nodes":[' % SNAPSHOT_VERSION
+    done = 0
+    async for nodes in _pages(store, namespace, scope, head, page=page):
+        parts = [orjson.dumps(n.to_dict()) for n in nodes]
+        yield (b"," if done else b"") + b",".join(parts)
+        done += len(nodes)
+        if progress is not None:
+            progress(done, head.sequence)
+    await _same_generation(store, namespace, scope, head)
+    yield b'],"frontier":' + orjson.dumps(list(head.frontier)) + b"}"
+
+
+async def export_snapshot(store: Store, namespace: str, scope: str) -> bytes:
+    """The scope's whole snapshot as JSON bytes."""
+    return b"".join([c async for c in export_chunks(store, namespace, scope)])
+
+
+# --------------------------------------------------------------------------- import
+
+
+def load_snapshot(
+    data: bytes | str | dict[str, Any] | AgentState,
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+    vocabulary: Vocabulary | None = None,
+) -> AgentState:
+    """Validate a snapshot from outside (bytes, text or decoded JSON). Raises InvalidSnapshot."""
+    if isinstance(data, AgentState):
+        return data
+    if isinstance(data, dict):
+        return AgentState.from_dict(data, limits=limits, vocabulary=vocabulary)
+    return AgentState.from_json(data, limits=limits, vocabulary=vocabulary)
+
+
+async def import_snapshot(
+    store: Store,
+    namespace: str,
+    scope: str,
+    data: bytes | str | dict[str, Any] | AgentState,
+    *,
+    replace: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
+    vocabulary: Vocabulary | None = None,
+) -> AgentState:
+    """Validate ``data`` and write it into ``scope`` in one commit; return what was written.
+
+    The scope must be empty (never used, or reset) unless ``replace`` is set, in
+    which case it is reset first (only once the snapshot has passed validation).
+    Raises ``InvalidSnapshot`` (nothing written) or ``Conflict`` (code
+    ``scope_not_empty``, or another writer got there first; nothing written).
+    """
+    state = load_snapshot(data, limits=limits, vocabulary=vocabulary)
+    head = await store.head(namespace, scope)
+    if head.sequence > 0:
+        if not replace:
+            raise Conflict(
+                f"scope {scope!r} already holds {head.sequence} nodes; import into an empty "
+                "scope (a new thread id) or pass replace=True (--replace) to reset it first",
+                code="scope_not_empty",
+                namespace=namespace,
+                scope=scope,
+            )
+        head = await store.reset_scope(namespace, scope)
+    if len(state):
+        await store.commit(
+            namespace,
+            [
+                ScopeWrite(
+                    scope=scope,
+                    expected_generation=head.generation,
+                    expected_sequence=head.sequence,
+                    nodes=tuple(state.nodes),
+                    frontier=tuple(state.frontier),
+                )
+            ],
+        )
+    return state
+
+
+# --------------------------------------------------------------------------- verify
+
+
+def _failed(scope: str, e: InvalidSnapshot, checked: int) -> ScopeCheck:
+    return ScopeCheck(
+        scope=scope,
+        ok=False,
+        checked=checked,
+        code=e.code,
+        message=e.message,
+        index=e.index,
+        node_id=e.node_id,
+    )
+
+
+async def verify_scope(
+    store: Store,
+    namespace: str,
+    scope: str,
+    *,
+    page: int = PAGE,
+    progress: Progress | None = None,
+) -> ScopeCheck:
+    """Recompute every identity and link of a stored scope; report the first bad node.
+
+    Checks, streaming: the import rules of SPEC §1 for every node in sequence
+    order (shape, kind, identity, parents earlier and sorted, sequence 1..n,
+    createdAt, semantic payloads), the stored frontier (entries unique and
+    present), the head's sequence against the nodes found, and the resource-head
+    index against the newest node of each key.
+    """
+    head = await store.head(namespace, scope)
+    checker = NodeChecker(limits=_STORED_LIMITS)
+    newest: dict[str, tuple[int, str]] = {}
+    async for nodes in _pages(store, namespace, scope, head, page=page):
+        for n in nodes:
+            try:
+                checker.check(n.to_dict())
+            except InvalidSnapshot as e:
+                if e.code == "parent_missing":
+                    # Streaming cannot see ahead: a parent stored later is an order fault.
+                    later = [p for p in n.parents if p not in checker.seen]
+                    if later and await store.get_nodes(namespace, scope, later[:1]):
+                        e = InvalidSnapshot(
+                            f"parent {later[0]} does not come earlier in sequence "
+                            f"(node {checker.count}, {n.id})",
+                            code="parent_order",
+                            index=checker.count,
+                            node_id=n.id,
+                        )
+                return _failed(scope, e, checker.count)
+            if n.resource_key is not None:
+                newest[n.resource_key] = (checker.count - 1, n.id)
+        if progress is not None:
+            progress(checker.count, head.sequence)
+    if checker.count != head.sequence:
+        return ScopeCheck(
+            scope=scope,
+            ok=False,
+            checked=checker.count,
+            code="sequence",
+            message=f"the head says {head.sequence} nodes; the store returned {checker.count}",
+        )
+    try:
+        checker.check_frontier(list(head.frontier))
+    except InvalidSnapshot as e:
+        return _failed(scope, e, checker.count)
+    stored = await store.resource_heads(namespace, scope)
+    for key in sorted(set(stored) | set(newest)):
+        want = newest.get(key)
+        got = stored.get(key)
+        if want is None or got is None or got.id != want[1]:
+            return ScopeCheck(
+                scope=scope,
+                ok=False,
+                checked=checker.count,
+                code="resource_head",
+                message=(
+                    f"the index says the head of {key!r} is {got.id if got else None}; "
+                    f"the newest node of that key is {want[1] if want else None}"
+                ),
+                index=want[0] if want else None,
+                node_id=want[1] if want else (got.id if got else None),
+            )
+    await _same_generation(store, namespace, scope, head)
+    return ScopeCheck(scope=scope, ok=True, checked=checker.count)
+
+
+def verify_snapshot(
+    data: bytes | str | dict[str, Any], *, name: str = "snapshot", limits: Limits = DEFAULT_LIMITS
+) -> ScopeCheck:
+    """Check a snapshot from outside without writing it anywhere."""
+    try:
+        state = load_snapshot(data, limits=limits)
+    except InvalidSnapshot as e:
+        return _failed(name, e, e.index or 0)
+    return ScopeCheck(scope=name, ok=True, checked=len(state))
+
+
+# --------------------------------------------------------------------------- fork
+
+
+async def fork_thread(
+    store: Store,
+    namespace: str,
+    source: str,
+    node_id: str,
+    target: str,
+) -> list[CausalNode]:
+    """Write the causal closure of ``node_id`` (in ``source``) as the new scope ``target``.
+
+    The nodes keep their ids, payloads and createdAt; their sequences are
+    renumbered 1..n in the source's order; ``node_id`` becomes the only head.
+    ``target`` must be empty. Raises NotFound or Conflict (code ``scope_not_empty``).
+    """
+    if target == source:
+        raise Conflict(
+            "a fork writes a new scope; name a thread other than the source",
+            code="scope_not_empty",
+            scope=target,
+        )
+    src_head = await store.head(namespace, source)
+    tgt_head = await store.head(namespace, target)
+    if tgt_head.sequence > 0:
+        raise Conflict(
+            f"scope {target!r} already holds {tgt_head.sequence} nodes; fork into a new thread id",
+            code="scope_not_empty",
+            namespace=namespace,
+            scope=target,
+        )
+    closure: dict[str, CausalNode] = {}
+    wanted = [node_id]
+    while wanted:
+        batch, wanted = wanted[:PAGE], wanted[PAGE:]
+        found = await store.get_nodes(namespace, source, batch)
+        for nid in batch:
+            n = found.get(nid)
+            if n is None:
+                if nid == node_id:
+                    raise NotFound(
+                        f"no node {node_id} in {source!r}; `tether history` lists its nodes",
+                        namespace=namespace,
+                        scope=source,
+                        node_id=node_id,
+                    )
+                raise StoreError(
+                    f"node {nid} is a parent in {source!r} but is not stored; run `tether verify`",
+                    namespace=namespace,
+                    scope=source,
+                    node_id=nid,
+                )
+            closure[nid] = n
+            wanted.extend(p for p in n.parents if p not in closure and p not in wanted)
+    ordered = sorted(closure.values(), key=lambda n: n.sequence)
+    nodes = tuple(dataclasses.replace(n, sequence=i) for i, n in enumerate(ordered, 1))
+    await _same_generation(store, namespace, source, src_head)
+    await store.commit(
+        namespace,
+        [
+            ScopeWrite(
+                scope=target,
+                expected_generation=tgt_head.generation,
+                expected_sequence=0,
+                nodes=nodes,
+                frontier=(node_id,),
+            )
+        ],
+    )
+    return list(nodes)
+
+
+# --------------------------------------------------------------------------- history
+
+
+async def history_page(
+    store: Store,
+    namespace: str,
+    scope: str,
+    *,
+    after: int = 0,
+    before: int | None = None,
+    limit: int = 100,
+    descending: bool = False,
+) -> tuple[list[CausalNode], int | None]:
+    """One page of a scope's nodes and the cursor of the next page (None on the last).
+
+    Ascending pages continue with ``after=cursor``; descending ones (newest first)
+    with ``before=cursor``.
+    """
+    nodes = await store.nodes(
+        namespace, scope, after=after, before=before, limit=limit + 1, descending=descending
+    )
+    more = len(nodes) > limit
+    nodes = nodes[:limit]
+    return nodes, (nodes[-1].sequence if more and nodes else None)

@@ -282,7 +282,7 @@ def rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     for s in results["systems"]:
         if "skipped" in s or ("error" in s and "write" not in s):
             why = s.get("skipped") or "error: " + s.get("error", "")
-            body.append([s["label"], *["-"] * (len(head) - 2), f"skipped: {why[:90]}"])
+            body.append([s["label"], *["-"] * (len(head) - 2), f"skipped: {why[:120]}"])
             continue
         a, b, c = s.get("write") or {}, s.get("threads") or {}, s.get("load") or {}
         w = s.get("windows") or {}
@@ -363,7 +363,8 @@ def markdown(results: dict[str, Any], chart: str) -> str:
         f"{m['os']}, Python {m['python']}, SQLite {m['sqlite']}"
         + (f", PostgreSQL {meta['postgres']}" if meta.get("postgres") else "")
         + f"; one 4 KiB write + fdatasync on this disk: {m.get('fdatasync_4k_ms', '?')} ms "
-        f"(median). Command: `{meta['command']}`.",
+        f"(median); 1-minute load average {m.get('loadavg_1m_at_start', '?')} at the start, "
+        f"{m.get('loadavg_1m_at_end', '?')} at the end. Command: `{meta['command']}`.",
         "",
         f"Workload: messages of {wl['message_bytes']} bytes. (A) one thread, {wl['turns']} "
         "turns of user + assistant, each durable before the next: median write latency per "

@@ -1,0 +1,360 @@
+"""``Agent``: a spec, a model, tools and a store; ``step`` runs one turn.
+
+    agent = tether.Agent(spec, tether.ScriptedModel.demo(), store="sqlite:///agent.db",
+                         tools=[get_weather])
+    result = await agent.step("What's the weather in Paris?", thread="t1", user="alice",
+                              context={"request_id": "r-17"})
+    result.status, result.answer, result.pending_approvals
+
+    await agent.approve("t1", result.pending_approvals[0].call_id)   # any process, later
+    await agent.resume("t1")                                         # after a crash
+
+Everything durable is in the store's causal graph (docs/graph-encoding.md); an
+Agent object holds configuration only, so any process with the same spec and
+store can continue any thread. ``context`` reaches templates, conditions, tools
+and the model and is never written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, TypeVar, overload
+
+from .._errors import InvalidRequest
+from .._vocab import NodeType, Vocabulary
+from ..models._config import model_from_config
+from ..models._types import Model
+from ..store import Store, open_store
+from ..store._base import check_name
+from ._errors import AgentError, SpecError
+from .executor import Executor
+from .results import PendingApproval, StepResult
+from .spec import Spec, ToolNode, check_tools
+from .tools import Tool, as_tool, resolve_tools
+
+__all__ = ["Agent"]
+
+T = TypeVar("T")
+ToolLike = Tool | Callable[..., Any]
+
+
+class Agent:
+    """An agent: runs turns of ``spec`` with ``model`` over the threads of ``store``.
+
+    ``spec``: a ``Spec``, a YAML file or directory, or None for one LLM node named
+    ``agent`` offered every tool. ``model``: any ``Model`` (``ScriptedModel``,
+    ``OpenAIModel``) or a model config mapping; ``models`` names more of them for
+    LLM nodes with ``model: <name>``. ``store``: a ``Store`` or a URL (opened on first
+    use, closed by ``close()``); the default ``memory://`` does not survive the
+    process, ``sqlite:///path.db`` does. ``node_types`` and
+    ``allow_dynamic_node_types`` set which semantic memory types the model may write.
+    ``max_steps`` bounds the node executions of one run and ``max_tool_rounds`` the
+    model calls of one LLM node visit.
+    """
+
+    def __init__(
+        self,
+        spec: Spec | str | Path | None = None,
+        model: Model | Mapping[str, Any] | None = None,
+        *,
+        store: Store | str = "memory://",
+        namespace: str = "default",
+        tools: Sequence[ToolLike] | Mapping[str, ToolLike] | None = None,
+        models: Mapping[str, Model | Mapping[str, Any]] | None = None,
+        node_types: Iterable[NodeType | str] | None = None,
+        allow_dynamic_node_types: bool = False,
+        max_steps: int = 50,
+        max_tool_rounds: int = 20,
+    ) -> None:
+        if spec is None:
+            spec = Spec.single()
+        elif isinstance(spec, str | Path):
+            spec = Spec.from_yaml(spec)
+        elif not isinstance(spec, Spec):
+            raise SpecError(f"spec is a Spec, a YAML path or None, got {spec!r}")
+        self.spec = spec
+        if model is None:
+            raise InvalidRequest(
+                "Agent needs a model: tether.ScriptedModel(...) offline, "
+                "tether.OpenAIModel(...) for an OpenAI-compatible server"
+            )
+        self.model = _model(model, "model")
+        self.models = {k: _model(v, f"models[{k!r}]") for k, v in (models or {}).items()}
+        for n in spec.llm_nodes:
+            if n.model is not None and n.model not in self.models:
+                raise SpecError(
+                    f"llm node {n.name!r} uses model {n.model!r}; pass it in "
+                    f"Agent(models={{{n.model!r}: ...}}) (known: {', '.join(self.models) or 'none'})"
+                )
+        self.tools = resolve_tools(tools)
+        for tn in spec.nodes:
+            if isinstance(tn, ToolNode) and not isinstance(tn.tool, str):
+                t = as_tool(tn.tool)
+                existing = self.tools.setdefault(t.name, t)
+                if existing.fn is not t.fn:
+                    raise SpecError(
+                        f"tool node {tn.name!r} brings a tool named {t.name!r}, "
+                        "but the agent already has a different tool of that name"
+                    )
+        check_tools(spec, self.tools)
+        self.namespace = check_name("namespace", namespace)
+        self.vocabulary = Vocabulary(node_types, allow_dynamic=allow_dynamic_node_types)
+        if max_steps < 1 or max_tool_rounds < 1:
+            raise InvalidRequest("max_steps and max_tool_rounds are at least 1")
+        self.max_steps = max_steps
+        self.max_tool_rounds = max_tool_rounds
+        if isinstance(store, str):
+            self._store_url: str | None = store
+            self._store: Store | None = None
+        elif isinstance(store, Store):
+            self._store_url, self._store = None, store
+        else:
+            raise InvalidRequest(f"store is a Store or a URL, got {store!r}")
+
+    def __repr__(self) -> str:
+        return f"Agent(start={self.spec.start!r}, tools={list(self.tools)!r})"
+
+    # -- store lifecycle
+
+    async def _get_store(self) -> Store:
+        if self._store is None:
+            assert self._store_url is not None
+            self._store = await open_store(self._store_url)
+        return self._store
+
+    async def close(self) -> None:
+        """Close the store if the agent opened it from a URL."""
+        if self._store_url is not None and self._store is not None:
+            store, self._store = self._store, None
+            await store.close()
+
+    async def __aenter__(self) -> Agent:
+        await self._get_store()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _executor(self, store: Store) -> Executor:
+        return Executor(
+            spec=self.spec,
+            store=store,
+            namespace=self.namespace,
+            model=self.model,
+            models=self.models,
+            tools=self.tools,
+            vocabulary=self.vocabulary,
+            max_steps=self.max_steps,
+            max_tool_rounds=self.max_tool_rounds,
+        )
+
+    async def _with(self, fn: Callable[[Executor], Awaitable[T]]) -> T:
+        return await fn(self._executor(await self._get_store()))
+
+    # -- turns
+
+    async def step(
+        self,
+        input: Any,
+        *,
+        thread: str = "default",
+        user: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> StepResult:
+        """Run one turn on ``thread``: the answer, or a suspension for approvals, or a failure.
+
+        An interrupted run on the thread is finished first; a run waiting for approvals
+        raises RunSuspendedError (approve or reject first).
+        """
+        ctx = _context(context)
+        return await self._with(
+            lambda ex: ex.step(input, thread=thread, user=user, context=ctx, metadata=metadata)
+        )
+
+    async def resume(
+        self, thread: str = "default", *, context: Mapping[str, Any] | None = None
+    ) -> StepResult:
+        """Finish the thread's latest run from the graph (after a crash or a shutdown).
+
+        Completed steps are skipped; a tool call that was running is re-issued with
+        the same idempotency key. A finished or suspended run is reported as it is.
+        """
+        ctx = _context(context)
+        return await self._with(lambda ex: ex.resume(thread=thread, context=ctx))
+
+    @overload
+    async def approve(
+        self,
+        thread: str,
+        call: str,
+        *,
+        reason: str | None = ...,
+        context: Mapping[str, Any] | None = ...,
+        resume: Literal[True] = ...,
+    ) -> StepResult: ...
+    @overload
+    async def approve(
+        self,
+        thread: str,
+        call: str,
+        *,
+        reason: str | None = ...,
+        context: Mapping[str, Any] | None = ...,
+        resume: bool,
+    ) -> StepResult | None: ...
+    async def approve(
+        self,
+        thread: str,
+        call: str,
+        *,
+        reason: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        resume: bool = True,
+    ) -> StepResult | None:
+        """Approve a pending tool call (its ``call_id`` or tool_call node id) and continue.
+
+        With ``resume=False`` only the decision is committed (returns None); any
+        process continues the run later with ``resume``.
+        """
+        return await self._decide(thread, call, True, reason, context, resume)
+
+    @overload
+    async def reject(
+        self,
+        thread: str,
+        call: str,
+        *,
+        reason: str | None = ...,
+        context: Mapping[str, Any] | None = ...,
+        resume: Literal[True] = ...,
+    ) -> StepResult: ...
+    @overload
+    async def reject(
+        self,
+        thread: str,
+        call: str,
+        *,
+        reason: str | None = ...,
+        context: Mapping[str, Any] | None = ...,
+        resume: bool,
+    ) -> StepResult | None: ...
+    async def reject(
+        self,
+        thread: str,
+        call: str,
+        *,
+        reason: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        resume: bool = True,
+    ) -> StepResult | None:
+        """Reject a pending tool call: the model gets an error result saying so (with ``reason``)."""
+        return await self._decide(thread, call, False, reason, context, resume)
+
+    async def _decide(
+        self,
+        thread: str,
+        call: str,
+        approve: bool,
+        reason: str | None,
+        context: Mapping[str, Any] | None,
+        resume: bool,
+    ) -> StepResult | None:
+        if not isinstance(call, str) or not call:
+            raise InvalidRequest(f"name the call by its call_id or node id, got {call!r}")
+        if reason is not None and not isinstance(reason, str):
+            raise InvalidRequest(f"reason is a string, got {reason!r}")
+        ctx = _context(context)
+        return await self._with(
+            lambda ex: ex.decide(
+                thread=thread,
+                ref=call,
+                approve=approve,
+                reason=reason,
+                context=ctx,
+                resume=resume,
+            )
+        )
+
+    async def pending_approvals(self, thread: str = "default") -> list[PendingApproval]:
+        """The tool calls of the thread's latest run that wait for a decision."""
+
+        async def go(ex: Executor) -> list[PendingApproval]:
+            view = await ex.status(thread=thread)
+            return [] if view is None else [c.approval() for c in view.pending()]
+
+        return await self._with(go)
+
+    # -- synchronous conveniences for scripts
+
+    def step_sync(self, input: Any, **kw: Any) -> StepResult:
+        """``step`` for scripts without an event loop (opens and closes a URL store per call)."""
+        return self._run_sync(lambda: self.step(input, **kw))
+
+    def resume_sync(self, thread: str = "default", **kw: Any) -> StepResult:
+        return self._run_sync(lambda: self.resume(thread, **kw))
+
+    def approve_sync(self, thread: str, call: str, **kw: Any) -> StepResult | None:
+        return self._run_sync(lambda: self._decide_kw(thread, call, True, kw))
+
+    def reject_sync(self, thread: str, call: str, **kw: Any) -> StepResult | None:
+        return self._run_sync(lambda: self._decide_kw(thread, call, False, kw))
+
+    async def _decide_kw(
+        self, thread: str, call: str, approve: bool, kw: dict[str, Any]
+    ) -> StepResult | None:
+        return await self._decide(
+            thread,
+            call,
+            approve,
+            kw.get("reason"),
+            kw.get("context"),
+            bool(kw.get("resume", True)),
+        )
+
+    def _run_sync(self, fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise AgentError(
+                "the *_sync methods are for code without an event loop; use await agent.step(...)"
+            )
+
+        async def main() -> T:
+            # A store opened from a URL belongs to this loop only: open and close it here.
+            owned = self._store_url is not None and self._store is None
+            try:
+                return await fn()
+            finally:
+                if owned:
+                    await self.close()
+
+        return asyncio.run(main())
+
+
+def _model(m: Any, what: str) -> Model:
+    if isinstance(m, Mapping) or (isinstance(m, list) and m and isinstance(m[0], Mapping)):
+        return model_from_config(m)
+    if not isinstance(m, Model):
+        raise InvalidRequest(
+            f"{what} must have an async complete(request) method (the Model protocol), got {m!r}"
+        )
+    return m
+
+
+def _context(context: Mapping[str, Any] | None) -> dict[str, Any]:
+    if context is None:
+        return {}
+    if not isinstance(context, Mapping):
+        raise InvalidRequest(f"context is a mapping, got {context!r}")
+    return dict(context)

@@ -1,0 +1,533 @@
+"""Agent specs: a small graph of nodes and conditional edges, in Python or YAML.
+
+    spec = Spec(
+        nodes=[
+            LLMNode(name="agent", system="You help {{ context.user_name }}.", tools=["search"]),
+            VarNode(name="topic", type="string", scope="thread"),
+            VarSetNode(name="remember_topic", var="topic", value="{{ nodes.agent.output }}"),
+        ],
+        edges=[Edge(src="agent", dst="remember_topic", condition="'topic' in output")],
+        start="agent",
+    )
+
+Node kinds
+    ``llm``      calls the model with the node's conversation (its memory policy), its
+                 system prompt and tools, until the model answers without tool calls.
+                 Output: the answer text.
+    ``tool``     calls one tool with ``arguments`` (templates) or, without them, its input
+                 (a mapping). Output: the tool's result.
+    ``var``      declares a variable (name, type, scope, default). Output: its value.
+    ``var_set``  writes ``value`` (a template, default ``{{ input }}``) to a declared
+                 variable, coerced to its type. Output: the stored value.
+
+Edges
+    After a node runs, its outgoing edges are tried in declaration order and the first
+    whose condition holds (no condition: always) is taken; the next node's input is
+    this node's output. With no edge to take, the run completes and its answer is the
+    output of the last node. Conditions are Jinja2 expressions (``"{{ output == 'yes' }}"``
+    or bare ``"output == 'yes'"``); an error in one fails the run.
+
+YAML
+    ``Spec.from_yaml(path)`` reads one file (``{start, nodes, edges}``) or a directory
+    of ``*.yaml`` / ``*.yml`` files, each one node, a list of nodes or a whole spec (as
+    seed 000's ``specs_dir``)::
+
+        # specs/chat.yaml
+        kind: llm
+        name: chat
+        start: true
+        system: "You are terse."
+        memory: {kind: window, size: 10}
+        tools: [get_weather]
+        edges:
+          - to: save_city
+            when: "{{ 'Paris' in output }}"
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Final, TypeAlias
+
+import yaml
+
+from ._errors import SpecError
+from .templates import Condition, Template
+from .tools import Tool
+
+__all__ = [
+    "VAR_SCOPES",
+    "VAR_TYPES",
+    "Edge",
+    "LLMNode",
+    "Node",
+    "Spec",
+    "ToolNode",
+    "VarNode",
+    "VarSetNode",
+]
+
+NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+VAR_TYPES: Final = ("string", "integer", "float", "boolean", "json", "csv", "dataframe")
+VAR_SCOPES: Final = ("app", "user", "thread", "run")
+_ALIASES: Final = {
+    "llm": "llm",
+    "llmnode": "llm",
+    "tool": "tool",
+    "toolnode": "tool",
+    "var": "var",
+    "varnode": "var",
+    "variable": "var",
+    "var_set": "var_set",
+    "varsetnode": "var_set",
+    "set": "var_set",
+}
+
+
+def _name(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not NAME.match(value):
+        raise SpecError(
+            f"{what} {value!r} must start with a letter or '_' and hold at most 64 "
+            "letters, digits, '_' or '-'"
+        )
+    return value
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LLMNode:
+    """A model call loop: prompt, conversation (memory policy), tools, until an answer.
+
+    ``tools``: tool names offered (None: every tool of the agent). ``memory``: a
+    policy of ``tether.memory`` or its dict form (None: the whole buffer).
+    ``input``: what this node is fed when an edge enters it (default: the previous
+    node's output). ``model``: a key of ``Agent(models=...)`` (None: the agent's model).
+    """
+
+    kind: ClassVar[str] = "llm"
+    name: str = "agent"
+    system: str | None = None
+    memory: Any = None
+    tools: tuple[str, ...] | None = None
+    model: str | None = None
+    input: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.tools is not None:
+            if isinstance(self.tools, str):
+                raise SpecError(f"llm node {self.name!r}: tools is a list of names, not a string")
+            object.__setattr__(self, "tools", tuple(self.tools))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolNode:
+    """Calls one tool. ``arguments``: a mapping whose strings are templates, or one
+    template producing a mapping; None passes the node's input (a mapping) as is."""
+
+    kind: ClassVar[str] = "tool"
+    name: str
+    tool: str | Tool | Callable[..., Any]
+    arguments: Mapping[str, Any] | str | None = None
+    needs_approval: bool | None = None
+
+    @property
+    def tool_name(self) -> str:
+        if isinstance(self.tool, str):
+            return self.tool
+        if isinstance(self.tool, Tool):
+            return self.tool.name
+        return str(getattr(self.tool, "__name__", self.name))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VarNode:
+    """Declares a variable. ``var`` defaults to the node name."""
+
+    kind: ClassVar[str] = "var"
+    name: str
+    var: str | None = None
+    type: str = "string"
+    scope: str = "thread"
+    default: Any = None
+
+    @property
+    def var_name(self) -> str:
+        return self.var or self.name
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VarSetNode:
+    """Writes ``value`` (a template) to the variable ``var``."""
+
+    kind: ClassVar[str] = "var_set"
+    name: str
+    var: str
+    value: str = "{{ input }}"
+
+
+Node: TypeAlias = LLMNode | ToolNode | VarNode | VarSetNode
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Edge:
+    """``src`` -> ``dst`` when ``condition`` (a Jinja2 expression) holds; None: always."""
+
+    src: str
+    dst: str
+    condition: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spec:
+    """The agent's graph. Validated at construction: a bad spec raises SpecError."""
+
+    nodes: tuple[Node, ...]
+    edges: tuple[Edge, ...] = ()
+    start: str = ""
+    _by_name: dict[str, Node] = field(init=False, repr=False, compare=False)
+    _templates: dict[tuple[str, str], Any] = field(init=False, repr=False, compare=False)
+    _out: dict[str, list[tuple[Edge, Condition | None]]] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "edges", tuple(self.edges))
+        if not self.nodes:
+            raise SpecError("a spec needs at least one node")
+        by_name: dict[str, Node] = {}
+        for n in self.nodes:
+            if not isinstance(n, LLMNode | ToolNode | VarNode | VarSetNode):
+                raise SpecError(f"unknown node {n!r}: use LLMNode, ToolNode, VarNode, VarSetNode")
+            _name(n.name, f"{n.kind} node name")
+            if n.name in by_name:
+                raise SpecError(f"two nodes are named {n.name!r}; node names are unique")
+            by_name[n.name] = n
+        start = self.start or (self.nodes[0].name if len(self.nodes) == 1 else "")
+        if not start:
+            raise SpecError(f"name the start node: start= one of {', '.join(by_name)}")
+        if start not in by_name:
+            raise SpecError(
+                f"start node {start!r} is not a node of the spec ({', '.join(by_name)})"
+            )
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "_by_name", by_name)
+
+        declared: dict[str, VarNode] = {}
+        for n in self.nodes:
+            if isinstance(n, VarNode):
+                _name(n.var_name, f"var node {n.name!r}: variable name")
+                if n.type not in VAR_TYPES:
+                    raise SpecError(
+                        f"var node {n.name!r}: type {n.type!r} is not one of {', '.join(VAR_TYPES)}"
+                    )
+                if n.scope not in VAR_SCOPES:
+                    raise SpecError(
+                        f"var node {n.name!r}: scope {n.scope!r} is not one of {', '.join(VAR_SCOPES)}"
+                    )
+                if n.var_name in declared:
+                    raise SpecError(f"variable {n.var_name!r} is declared twice")
+                declared[n.var_name] = n
+
+        templates: dict[tuple[str, str], Any] = {}
+        for n in self.nodes:
+            where = f"{n.kind} node {n.name!r}"
+            if isinstance(n, LLMNode):
+                if n.system is not None:
+                    templates[(n.name, "system")] = Template(n.system, where=f"{where} system")
+                if n.input is not None:
+                    templates[(n.name, "input")] = Template(n.input, where=f"{where} input")
+                for t in n.tools or ():
+                    _name(t, f"{where}: tool name")
+            elif isinstance(n, ToolNode):
+                if not isinstance(n.tool, str | Tool) and not callable(n.tool):
+                    raise SpecError(f"{where}: tool is a tool name, a Tool or a callable")
+                if n.arguments is not None:
+                    templates[(n.name, "arguments")] = _compile_tree(
+                        n.arguments, f"{where} arguments"
+                    )
+            elif isinstance(n, VarSetNode):
+                if n.var not in declared:
+                    raise SpecError(
+                        f"{where} writes variable {n.var!r}, which no var node declares; "
+                        f"declared: {', '.join(declared) or 'none'}"
+                    )
+                templates[(n.name, "value")] = Template(n.value, where=f"{where} value")
+        object.__setattr__(self, "_templates", templates)
+
+        out: dict[str, list[tuple[Edge, Condition | None]]] = {n: [] for n in by_name}
+        for e in self.edges:
+            if not isinstance(e, Edge):
+                raise SpecError(f"edges are Edge values, got {e!r}")
+            for end in (e.src, e.dst):
+                if end not in by_name:
+                    raise SpecError(
+                        f"edge {e.src!r} -> {e.dst!r}: no node {end!r} ({', '.join(by_name)})"
+                    )
+            cond = (
+                None
+                if e.condition is None
+                else Condition(e.condition, where=f"edge {e.src!r} -> {e.dst!r}")
+            )
+            out[e.src].append((e, cond))
+        object.__setattr__(self, "_out", out)
+
+    # -- reading
+
+    def node(self, name: str) -> Node:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise SpecError(f"no node {name!r} in the spec") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def template(self, node: str, what: str) -> Any:
+        """The compiled template of a node's field (a Template, or a tree of them), or None."""
+        return self._templates.get((node, what))
+
+    def outgoing(self, node: str) -> list[tuple[Edge, Condition | None]]:
+        return list(self._out.get(node, ()))
+
+    @property
+    def variables(self) -> tuple[VarNode, ...]:
+        return tuple(n for n in self.nodes if isinstance(n, VarNode))
+
+    @property
+    def llm_nodes(self) -> tuple[LLMNode, ...]:
+        return tuple(n for n in self.nodes if isinstance(n, LLMNode))
+
+    # -- constructors
+
+    @classmethod
+    def single(
+        cls,
+        *,
+        name: str = "agent",
+        system: str | None = None,
+        memory: Any = None,
+        tools: Iterable[str] | None = None,
+    ) -> Spec:
+        """One LLM node: the common chat agent."""
+        return cls(
+            nodes=(
+                LLMNode(
+                    name=name,
+                    system=system,
+                    memory=memory,
+                    tools=None if tools is None else tuple(tools),
+                ),
+            ),
+            start=name,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (tools by name), the shape ``from_dict`` and YAML files use."""
+        nodes: list[dict[str, Any]] = []
+        for n in self.nodes:
+            d: dict[str, Any] = {"kind": n.kind, "name": n.name}
+            if isinstance(n, LLMNode):
+                for k in ("system", "model", "input"):
+                    if getattr(n, k) is not None:
+                        d[k] = getattr(n, k)
+                if n.tools is not None:
+                    d["tools"] = list(n.tools)
+                if n.memory is not None:
+                    m = n.memory
+                    d["memory"] = m if isinstance(m, Mapping) else m.to_dict()
+            elif isinstance(n, ToolNode):
+                d["tool"] = n.tool_name
+                if n.arguments is not None:
+                    d["arguments"] = n.arguments
+                if n.needs_approval is not None:
+                    d["needs_approval"] = n.needs_approval
+            elif isinstance(n, VarNode):
+                if n.var is not None:
+                    d["var"] = n.var
+                d.update(type=n.type, scope=n.scope, default=n.default)
+            else:
+                d.update(var=n.var, value=n.value)
+            nodes.append(d)
+        edges = [
+            {"from": e.src, "to": e.dst, **({"when": e.condition} if e.condition else {})}
+            for e in self.edges
+        ]
+        return {"start": self.start, "nodes": nodes, "edges": edges}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Spec:
+        """From ``{start, nodes: [...], edges: [{from, to, when}]}``; nodes may carry edges."""
+        return _Builder().add_doc(data, "spec").build(None)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, *, start: str | None = None) -> Spec:
+        """From a YAML file or a directory of YAML files (see the module docstring)."""
+        p = Path(path)
+        if p.is_dir():
+            files = sorted(f for f in p.iterdir() if f.suffix in (".yaml", ".yml") and f.is_file())
+            if not files:
+                raise SpecError(f"{p}: no *.yaml or *.yml files in this directory")
+        elif p.is_file():
+            files = [p]
+        else:
+            raise SpecError(f"{p}: no such file or directory")
+        b = _Builder()
+        for f in files:
+            try:
+                docs = list(yaml.safe_load_all(f.read_text(encoding="utf-8")))
+            except yaml.YAMLError as e:
+                raise SpecError(f"{f}: invalid YAML: {e}") from None
+            for doc in docs:
+                if doc is not None:
+                    b.add_doc(doc, str(f))
+        return b.build(start)
+
+
+def _compile_tree(value: Any, where: str) -> Any:
+    """Templates for every string inside a mapping/list (a lone string is one template)."""
+    if isinstance(value, str):
+        return Template(value, where=where)
+    if isinstance(value, Mapping):
+        return {str(k): _compile_tree(v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_compile_tree(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+_NODE_KEYS: Final = {
+    "llm": {"system", "memory", "tools", "model", "input"},
+    "tool": {"tool", "arguments", "needs_approval"},
+    "var": {"var", "type", "scope", "default"},
+    "var_set": {"var", "value"},
+}
+_COMMON: Final = {"kind", "name", "edges", "next", "start"}
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.edges: list[Edge] = []
+        self.starts: list[str] = []
+
+    def add_doc(self, doc: Any, where: str) -> _Builder:
+        if isinstance(doc, list):
+            for i, item in enumerate(doc):
+                self.add_node(item, f"{where}[{i}]")
+        elif isinstance(doc, Mapping) and ("nodes" in doc or "edges" in doc):
+            if unknown := set(doc) - {"start", "nodes", "edges"}:
+                raise SpecError(f"{where}: unknown keys {sorted(unknown)}; use start, nodes, edges")
+            if doc.get("start") is not None:
+                self.starts.append(_name(doc["start"], f"{where}: start"))
+            nodes = doc.get("nodes") or []
+            if not isinstance(nodes, list):
+                raise SpecError(f"{where}: nodes is a list")
+            for i, item in enumerate(nodes):
+                self.add_node(item, f"{where}: nodes[{i}]")
+            edges = doc.get("edges") or []
+            if not isinstance(edges, list):
+                raise SpecError(f"{where}: edges is a list")
+            for i, e in enumerate(edges):
+                self.add_edge(None, e, f"{where}: edges[{i}]")
+        elif isinstance(doc, Mapping):
+            self.add_node(doc, where)
+        else:
+            raise SpecError(f"{where}: expected a node, a list of nodes or a spec, got {doc!r}")
+        return self
+
+    def add_node(self, d: Any, where: str) -> None:
+        if not isinstance(d, Mapping):
+            raise SpecError(f"{where}: a node is a mapping, got {d!r}")
+        raw_kind = d.get("kind")
+        if raw_kind is None:
+            raise SpecError(f"{where}: a node needs kind: llm, tool, var or var_set")
+        kind = _ALIASES.get(str(raw_kind).lower().replace("-", "_"))
+        if kind is None:
+            raise SpecError(f"{where}: unknown kind {raw_kind!r}; use llm, tool, var or var_set")
+        allowed = _NODE_KEYS[kind] | _COMMON
+        if unknown := set(d) - allowed:
+            raise SpecError(
+                f"{where}: unknown keys {sorted(unknown)} for a {kind} node; "
+                f"allowed: {', '.join(sorted(allowed))}"
+            )
+        fields = {k: d[k] for k in _NODE_KEYS[kind] if k in d}
+        name = d.get("name", "agent" if kind == "llm" else None)
+        if name is None:
+            raise SpecError(f"{where}: a {kind} node needs a name")
+        fields["name"] = _name(name, f"{where}: name")
+        node: Node
+        try:
+            if kind == "llm":
+                tools = fields.get("tools")
+                if tools is not None and not isinstance(tools, list):
+                    raise SpecError(f"{where}: tools is a list of tool names")
+                node = LLMNode(**{**fields, "tools": None if tools is None else tuple(tools)})
+            elif kind == "tool":
+                if "tool" not in fields:
+                    fields["tool"] = fields["name"]
+                node = ToolNode(**fields)
+            elif kind == "var":
+                node = VarNode(**fields)
+            else:
+                if "var" not in fields:
+                    raise SpecError(f"{where}: a var_set node names the variable it writes (var:)")
+                node = VarSetNode(**fields)
+        except TypeError as e:
+            raise SpecError(f"{where}: {e}") from None
+        self.nodes.append(node)
+        if d.get("start"):
+            self.starts.append(node.name)
+        if d.get("next") is not None:
+            self.edges.append(Edge(src=node.name, dst=_name(d["next"], f"{where}: next")))
+        edges = d.get("edges") or []
+        if not isinstance(edges, list):
+            raise SpecError(f"{where}: edges is a list of {{to, when}}")
+        for i, item in enumerate(edges):
+            self.add_edge(node.name, item, f"{where}: edges[{i}]")
+
+    def add_edge(self, src: str | None, e: Any, where: str) -> None:
+        if isinstance(e, str) and src is not None:
+            self.edges.append(Edge(src=src, dst=e))
+            return
+        if not isinstance(e, Mapping):
+            raise SpecError(f"{where}: an edge is {{to, when}}, got {e!r}")
+        allowed = {"to", "when", "condition"} | ({"from"} if src is None else set())
+        if unknown := set(e) - allowed:
+            raise SpecError(
+                f"{where}: unknown edge keys {sorted(unknown)}; allowed: {sorted(allowed)}"
+            )
+        s = src if src is not None else e.get("from")
+        if not isinstance(s, str) or not isinstance(e.get("to"), str):
+            raise SpecError(f"{where}: an edge needs from and to node names")
+        cond = e.get("when", e.get("condition"))
+        if cond is not None and not isinstance(cond, str):
+            cond = str(cond).lower() if isinstance(cond, bool) else str(cond)
+        self.edges.append(Edge(src=s, dst=e["to"], condition=cond))
+
+    def build(self, start: str | None) -> Spec:
+        chosen = start
+        if chosen is None:
+            unique = list(dict.fromkeys(self.starts))
+            if len(unique) > 1:
+                raise SpecError(f"several start nodes: {', '.join(unique)}; mark exactly one")
+            chosen = unique[0] if unique else ""
+        return Spec(nodes=tuple(self.nodes), edges=tuple(self.edges), start=chosen)
+
+
+def check_tools(spec: Spec, tools: Mapping[str, Tool]) -> None:
+    """Every tool a spec names exists (SpecError naming the node otherwise)."""
+    for n in spec.nodes:
+        if isinstance(n, LLMNode):
+            for t in n.tools or ():
+                if t not in tools:
+                    raise SpecError(
+                        f"llm node {n.name!r} offers tool {t!r}, which the agent does not have; "
+                        f"tools: {', '.join(tools) or 'none'}"
+                    )
+        elif isinstance(n, ToolNode) and isinstance(n.tool, str) and n.tool not in tools:
+            raise SpecError(
+                f"tool node {n.name!r} calls {n.tool!r}, which the agent does not have; "
+                f"tools: {', '.join(tools) or 'none'}"
+            )

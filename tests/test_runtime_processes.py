@@ -1,0 +1,160 @@
+"""The runtime across real processes on one SQLite file (SPEC §4 "Must show").
+
+Each test starts ``tests/runtime_proc.py`` processes: nothing is shared between
+them but the database file, so what the second process knows came from the graph.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tether
+
+pytestmark = pytest.mark.slow
+
+HELPER = str(Path(__file__).with_name("runtime_proc.py"))
+NS = "default"
+
+
+def run(db: Path, log: Path, *args: str, sleep: float = 0) -> dict[str, Any]:
+    env = {**os.environ, "RUNTIME_PROC_LOG": str(log), "RUNTIME_PROC_SLEEP": str(sleep)}
+    out = subprocess.run(
+        [sys.executable, HELPER, str(db), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def log_lines(log: Path) -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    return [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+
+
+async def all_nodes(db: Path, scope: str) -> list[tether.CausalNode]:
+    store = await tether.open_store(f"sqlite:///{db}")
+    try:
+        return await store.nodes(NS, scope, limit=10_000)
+    finally:
+        await store.close()
+
+
+async def test_memory_across_two_processes(tmp_path: Path) -> None:
+    db, log = tmp_path / "agent.db", tmp_path / "tools.log"
+    first = run(db, log, "step", "t1", "alice", "My name is Alice.")
+    assert first["status"] == "completed"
+
+    # Same thread, new process: the conversation comes back from the file.
+    same_thread = run(db, log, "step", "t1", "alice", "What is my name?")
+    assert same_thread["answer"] == "Your name is Alice."
+
+    # Another thread of the same user: only the user-scope semantic memory knows.
+    other_thread = run(db, log, "step", "t2", "alice", "What is my name?")
+    assert other_thread["answer"] == "Your name is Alice."
+    # ...and a different user does not.
+    stranger = run(db, log, "step", "t3", "bob", "What is my name?")
+    assert stranger["answer"] == "I don't know your name yet."
+
+    user_nodes = await all_nodes(db, "user:alice")
+    assert [(n.kind, n.payload) for n in user_nodes] == [
+        ("semantic", {"type": "memory", "key": "name", "content": "Alice"})
+    ]
+
+
+async def test_sigkill_during_slow_tool_then_resume(tmp_path: Path) -> None:
+    db, log = tmp_path / "agent.db", tmp_path / "tools.log"
+    env = {**os.environ, "RUNTIME_PROC_LOG": str(log), "RUNTIME_PROC_SLEEP": "60"}
+    proc = subprocess.Popen(
+        [sys.executable, HELPER, str(db), "step", "t1", "", "please run job alpha"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not log_lines(log):
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the tool never started"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    assert proc.returncode == -signal.SIGKILL
+
+    before = await all_nodes(db, "thread:t1")
+    assert [n.kind for n in before] == ["goal", "inference", "tool_call"]
+    call_node = before[-1]
+
+    resumed = run(db, log, "resume", "t1")
+    assert resumed["status"] == "completed"
+    assert resumed["answer"] == "Job done: job alpha finished"
+
+    after = await all_nodes(db, "thread:t1")
+    # Every node committed before the kill is intact: same ids, payloads, sequences.
+    assert [n.to_dict() for n in after[: len(before)]] == [n.to_dict() for n in before]
+    assert [n.kind for n in after[len(before) :]] == ["tool_result", "inference", "answer"]
+    assert after[len(before)].parents == (call_node.id,)
+    # The tool ran twice (killed, then re-issued) with the same idempotency key, the
+    # tool_call node's id, from two different processes.
+    calls = log_lines(log)
+    assert [c["key"] for c in calls] == [call_node.id, call_node.id]
+    assert calls[0]["pid"] != calls[1]["pid"]
+    # The answer exists once; resuming again changes nothing.
+    assert sum(n.kind == "answer" for n in after) == 1
+    again = run(db, log, "resume", "t1")
+    assert again == resumed
+    assert len(await all_nodes(db, "thread:t1")) == len(after)
+    assert len(log_lines(log)) == 2
+
+
+async def test_approval_across_three_processes(tmp_path: Path) -> None:
+    db, log = tmp_path / "agent.db", tmp_path / "tools.log"
+    suspended = run(db, log, "step", "t1", "carol", "pay 25 to dave")
+    assert suspended["status"] == "suspended"
+    [pending] = suspended["pending_approvals"]
+    assert pending["name"] == "transfer"
+    assert pending["arguments"] == {"amount": "25", "to": "dave"}
+    assert log_lines(log) == []  # nothing ran before the approval
+
+    decided = run(db, log, "approve", "t1", pending["call_id"], "--no-resume")
+    assert decided == {}
+    assert log_lines(log) == []  # approving alone does not run the tool
+
+    completed = run(db, log, "resume", "t1")
+    assert completed["status"] == "completed"
+    assert completed["run_id"] == suspended["run_id"]
+    assert completed["answer"] == "Payment: sent 25 to dave"
+    [ran] = log_lines(log)
+    assert ran["key"] == pending["node_id"] and ran["amount"] == 25
+
+    kinds = [n.kind for n in await all_nodes(db, "thread:t1")]
+    assert kinds == [
+        "goal",
+        "inference",
+        "tool_call",
+        "verification",
+        "tool_result",
+        "inference",
+        "answer",
+    ]

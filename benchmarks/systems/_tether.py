@@ -109,10 +109,19 @@ class TetherBase(System):
         await self.store.close()
 
     def durability(self) -> dict[str, Any]:
+        # The SQLite store keeps its option as ``store.durability`` ("full" = WAL +
+        # synchronous=FULL). TODO(tether): a public way to read the effective setting.
+        level = getattr(getattr(self, "store", None), "durability", None)
+        if self._durability_note:
+            setting, strongest = "backend default", False
+        elif level is not None:
+            setting, strongest = f"durability={level!r}", level == "full"
+        else:
+            setting, strongest = f"open_store options {self.store_options or '{}'}", True
         return {
-            "setting": f"open_store options {self.store_options or '{}'}",
-            "strongest": not self._durability_note,
-            "note": self._durability_note or "TODO(tether): report the measured setting",
+            "setting": setting,
+            "strongest": strongest,
+            "note": self._durability_note or "open_store option; see systems/_tether.py",
         }
 
     def versions(self) -> dict[str, str]:

@@ -34,6 +34,8 @@ class TetherSqlite(TetherBase):
                 d["journal_mode"] = str(c.execute("PRAGMA journal_mode").fetchone()[0]).upper()
             finally:
                 c.close()
+        sync = " (synchronous=FULL)" if d["strongest"] else ""
+        d["setting"] = f"{d.get('journal_mode', '?')}, {d['setting']}{sync}, commit per turn"
         return d
 
     def versions(self) -> dict[str, str]:

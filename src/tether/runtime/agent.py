@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from .._errors import InvalidRequest
 from .._vocab import NodeType, Vocabulary
+from ..control.types import StateOperationResult
 from ..models._config import model_from_config
 from ..models._types import Model
 from ..store import Store, open_store
@@ -292,6 +293,37 @@ class Agent:
             return [] if view is None else [c.approval() for c in view.pending()]
 
         return await self._with(go)
+
+    # -- control plane (SPEC §6): the operations of tether.control on this agent's state
+
+    async def state_operation(
+        self, operation: str, thread: str | None = None, **fields: Any
+    ) -> StateOperationResult:
+        """Run a control-plane operation (``describe``, ``reset``, ``compact``, ``export``,
+        ``import``, ``history``, ``fork``, ``verify``) in this agent's namespace.
+
+        ``fields`` are ``tether.control.StateOperationRequest`` fields (``user``,
+        ``variable``, ``run``, ``include_data``, ``strategy`` ...).
+        """
+        from ..control import execute
+
+        request = {"namespace": self.namespace, "thread": thread, **fields}
+        options: dict[str, Any] = {"model": self.model} if operation == "compact" else {}
+        return await execute(await self._get_store(), operation, request, **options)
+
+    async def describe_state(
+        self, thread: str | None = None, **fields: Any
+    ) -> StateOperationResult:
+        """What the thread (or the namespace, without one) holds, store by store."""
+        return await self.state_operation("describe", thread, **fields)
+
+    async def reset_state(self, thread: str | None = None, **fields: Any) -> StateOperationResult:
+        """Clear exactly what is named: the thread, or ``variable=``/``run=``/``stores=`` of it."""
+        return await self.state_operation("reset", thread, **fields)
+
+    async def compact_state(self, thread: str, **fields: Any) -> StateOperationResult:
+        """Compact the thread's conversation (``strategy`` recent, tokens or summary)."""
+        return await self.state_operation("compact", thread, **fields)
 
     # -- synchronous conveniences for scripts
 

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from .._errors import InvalidRequest, TetherError
 from .._graph import CausalNode
-from .._txn import Transaction, transact
+from .._txn import Transaction
 from ..store._base import Store
 from .types import StateOperationRequest, StateStoreReport
 
@@ -192,41 +192,50 @@ async def cut_conversation(
 async def compact(
     store: Store, req: StateOperationRequest, scope: str, model: Any
 ) -> StateStoreReport:
-    """Run the memory module's compaction with the request's parameters."""
-    from .. import memory
+    """Run the memory module's compaction with the request's parameters.
 
-    if req.strategy == "summary" and model is None:
-        raise InvalidRequest(
-            "strategy 'summary' needs a model to write the summary; pass model=", field="strategy"
-        )
+    The memory module validates again and writes through ``transact``, checking
+    that no other compaction or reset happened meanwhile (seed 002 ignores its
+    session lock here); a raw ``ValueError``/``TypeError`` is never let out.
+    """
+    from ..memory.compaction import compact as compact_thread
+
     thread = scope.split(":", 1)[1]
-    before = await conversation(store, req.namespace, scope, req.llm)
     try:
-        outcome = await memory.compact(  # type: ignore[attr-defined]
+        outcome = await compact_thread(
             store,
             req.namespace,
             thread,
-            llm=model,
+            llm=req.llm,
             strategy=req.strategy,
             max_messages=req.max_messages,
             max_tokens=req.max_tokens,
             preserve_recent=req.preserve_recent,
             summary_max_tokens=req.summary_max_tokens,
-            model=req.llm,
+            model=model,
         )
-    except (ValueError, TypeError) as e:  # never let a raw exception escape (seed 002's fault)
-        raise InvalidRequest(f"compaction refused its parameters: {e}", field="strategy") from None
     except TetherError:
         raise
-    after = await conversation(store, req.namespace, scope, req.llm)
+    except (ValueError, TypeError) as e:
+        raise InvalidRequest(f"compaction refused its parameters: {e}", field="strategy") from None
     return StateStoreReport(
         name="conversation",
         scope=scope,
-        exists=bool(before),
-        message_count=len(after),
-        compacted=bool(outcome),
-        metadata={"before": len(before), "after": len(after), "strategy": req.strategy},
+        exists=outcome.messages_before > 0,
+        message_count=outcome.messages_after,
+        compacted=outcome.compacted,
+        metadata={
+            "llm": req.llm,
+            "strategy": req.strategy,
+            "before": outcome.messages_before,
+            "after": outcome.messages_after,
+            "covered": outcome.covered,
+            "count": outcome.count,
+            "through": outcome.through,
+            "summary_node": outcome.summary_node,
+            "reason": outcome.reason,
+        },
     )
 
 
-__all__ = ["compact", "conversation", "cut_conversation", "report", "run_status", "transact"]
+__all__ = ["compact", "conversation", "cut_conversation", "report", "run_status"]

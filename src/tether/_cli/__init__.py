@@ -1,0 +1,1 @@
+"""Internals of the ``tether`` command (see ``tether.cli``)."""

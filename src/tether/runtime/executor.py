@@ -42,6 +42,7 @@ from .._errors import Conflict, InvalidNode, NotFound, TetherError
 from .._graph import CausalNode
 from .._txn import Transaction
 from .._vocab import Vocabulary
+from ..memory import Variables, load_conversation
 from ..models._errors import ModelError
 from ..models._types import Model, ModelRequest, ModelResponse
 from ..store._base import Head, Store
@@ -82,6 +83,7 @@ class _Run:
     generation: int
     seq: int  # the thread head sequence the view reflects
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    variables: Variables | None = None  # one per call: call-scope variables live here
 
     @property
     def run_id(self) -> str:
@@ -327,16 +329,17 @@ class Executor:
     ) -> bool:
         """One step: ``build`` appends to a transaction computed against a fresh head.
 
-        With ``expect``, the step only applies while the thread is still at that
-        sequence (its decision was derived there); otherwise False and the caller
-        re-derives. ``build`` returns False to decline (the step is no longer needed).
+        With ``expect`` (the number of the run's nodes the decision was derived from),
+        the step only applies while the run holds exactly those nodes; otherwise False
+        and the caller re-derives. Other writes to the thread (a summary, a variable)
+        do not invalidate it. ``build`` returns False to decline (no longer needed).
         """
         async with rc.lock:
             for attempt in range(_ATTEMPTS):
                 txn = Transaction(self.store, self.namespace, vocabulary=self.vocabulary)
                 head = await txn.head(rc.scope)
                 await self._sync(rc, head)
-                if expect is not None and rc.seq != expect:
+                if expect is not None and len(rc.view.nodes) != expect:
                     return False
                 if not await build(txn):
                     return False
@@ -358,7 +361,7 @@ class Executor:
         """Run until the run completes, fails or waits for an approval."""
         while True:
             await self._sync(rc, await self.store.head(self.namespace, rc.scope))
-            seq0 = rc.seq
+            basis = len(rc.view.nodes)
             action = next_action(
                 rc.view, max_steps=self.max_steps, max_tool_rounds=self.max_tool_rounds
             )
@@ -366,20 +369,20 @@ class Executor:
                 return self._result(rc)
             try:
                 if isinstance(action, Fail):
-                    await self._fail(rc, action.code, action.message, seq0)
+                    await self._fail(rc, action.code, action.message, basis)
                 elif isinstance(action, RunCalls):
                     await self._run_calls(rc, action.calls)
                 elif isinstance(action, Infer):
                     node = self._llm_node(action.visit.node)
-                    await self._infer(rc, node, None, _visit_input(rc.view, action.visit), seq0)
+                    await self._infer(rc, node, None, _visit_input(rc.view, action.visit), basis)
                 elif isinstance(action, Route):
-                    await self._route(rc, action.visit, seq0)
+                    await self._route(rc, action.visit, basis)
             except (AgentError, ModelError) as e:
-                await self._fail(rc, e.code, e.message, seq0)
+                await self._fail(rc, e.code, e.message, basis)
             except TetherError as e:
                 if isinstance(e, Conflict | NotFound) or e.code == "store":
                     raise
-                await self._fail(rc, e.code, e.message, seq0)
+                await self._fail(rc, e.code, e.message, basis)
 
     def _result(self, rc: _Run) -> StepResult:
         v = rc.view
@@ -435,21 +438,23 @@ class Executor:
             "thread": rc.thread,
         }
 
-    def _variables(self, rc: _Run) -> _memory_api.Variables:
-        return _memory_api.Variables(
-            self.store,
-            self.namespace,
-            self.spec.variables,
-            thread=rc.thread,
-            user=rc.user,
-            run=rc.run_id,
-        )
+    def _variables(self, rc: _Run) -> Variables:
+        if rc.variables is None:
+            rc.variables = Variables(
+                self.store,
+                self.namespace,
+                self.spec.var_decls,
+                thread=rc.thread,
+                user=rc.user,
+                run=rc.run_id,
+            )
+        return rc.variables
 
     # -- routing between spec nodes -------------------------------------------------
 
-    async def _route(self, rc: _Run, visit: Visit | None, seq0: int) -> None:
+    async def _route(self, rc: _Run, visit: Visit | None, basis: int) -> None:
         if visit is None:
-            await self._enter(rc, self.spec.start, rc.view.goal.payload.get("input"), seq0, True)
+            await self._enter(rc, self.spec.start, rc.view.goal.payload.get("input"), basis, True)
             return
         if visit.node not in self.spec:
             raise SpecError(
@@ -471,11 +476,11 @@ class Executor:
                 await txn.append(rc.scope, "answer", {"run": rc.run_id, "output": output})
                 return True
 
-            await self._commit(rc, build, expect=seq0)
+            await self._commit(rc, build, expect=basis)
             return
-        await self._enter(rc, target, visit.output, seq0, False)
+        await self._enter(rc, target, visit.output, basis, False)
 
-    async def _enter(self, rc: _Run, name: str, feed: Any, seq0: int, first: bool) -> None:
+    async def _enter(self, rc: _Run, name: str, feed: Any, basis: int, first: bool) -> None:
         node = self.spec.node(name)
         visits = len(rc.view.visits)
         if isinstance(node, LLMNode):
@@ -486,7 +491,7 @@ class Executor:
                     text = tmpl.render(await self._template_scope(rc, input=feed))
                 else:
                     text = _text(feed)
-            await self._infer(rc, node, text, feed if text is None else text, seq0)
+            await self._infer(rc, node, text, feed if text is None else text, basis)
             return
         if isinstance(node, ToolNode):
             tool = self.tools[node.tool_name]
@@ -517,7 +522,7 @@ class Executor:
                 await txn.append(rc.scope, "tool_call", payload)
                 return True
 
-            await self._commit(rc, build_call, expect=seq0)
+            await self._commit(rc, build_call, expect=basis)
             return
         if isinstance(node, VarNode):
             value = jsonable(await self._variables(rc).get(node.var_name))
@@ -526,7 +531,7 @@ class Executor:
                 await _record(txn, rc, name, value)
                 return True
 
-            await self._commit(rc, build_read, expect=seq0)
+            await self._commit(rc, build_read, expect=basis)
             return
         assert isinstance(node, VarSetNode)
         tmpl = self.spec.template(name, "value")
@@ -535,16 +540,16 @@ class Executor:
         variables = self._variables(rc)
 
         async def build_set(txn: Transaction) -> bool:
-            stored = await variables.set(node.var, value, txn)
-            await _record(txn, rc, name, jsonable(stored))
+            written = await variables.set(node.var, value, txn=txn)
+            await _record(txn, rc, name, jsonable(written.value))
             return True
 
-        await self._commit(rc, build_set, expect=seq0)
+        await self._commit(rc, build_set, expect=basis)
 
     # -- the model ----------------------------------------------------------------
 
     async def _infer(
-        self, rc: _Run, node: LLMNode, input_text: str | None, visit_input: Any, seq0: int
+        self, rc: _Run, node: LLMNode, input_text: str | None, visit_input: Any, basis: int
     ) -> None:
         model = self.models.get(node.model, self.model) if node.model else self.model
         scope = await self._template_scope(rc, input=visit_input)
@@ -553,15 +558,20 @@ class Executor:
         if tmpl is not None:
             # Rendered per call and never stored: a system prompt may quote the context.
             messages.append({"role": "system", "content": tmpl.render(scope)})
-        messages += await _memory_api.conversation(
+        messages += await load_conversation(
             self.store,
             self.namespace,
             rc.thread,
             llm=node.name,
-            policy=node.memory,
+            policy=self.spec.policy(node.name),
             run=rc.run_id,
             model=model,
         )
+        # A summary policy may have committed a summary node: that moves the thread,
+        # not the run. Anything new in the run means the plan is stale.
+        await self._sync(rc, await self.store.head(self.namespace, rc.scope))
+        if len(rc.view.nodes) != basis:
+            return
         if input_text is not None:
             messages.append({"role": "user", "content": input_text})
         names = list(self.tools) if node.tools is None else list(node.tools)
@@ -573,7 +583,7 @@ class Executor:
             context=rc.context,
         )
         response = await model.complete(request)
-        await self._commit_inference(rc, node, input_text, response, seq0)
+        await self._commit_inference(rc, node, input_text, response, basis)
 
     async def _commit_inference(
         self,
@@ -581,7 +591,7 @@ class Executor:
         node: LLMNode,
         input_text: str | None,
         response: ModelResponse,
-        seq0: int,
+        basis: int,
     ) -> None:
         calls = [
             {"id": c.id, "name": c.name, "arguments": jsonable(dict(c.arguments))}
@@ -632,7 +642,7 @@ class Executor:
                 )
             return True
 
-        await self._commit(rc, build, expect=seq0)
+        await self._commit(rc, build, expect=basis)
 
     # -- tools ----------------------------------------------------------------------
 

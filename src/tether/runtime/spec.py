@@ -37,7 +37,7 @@ YAML
         name: chat
         start: true
         system: "You are terse."
-        memory: {kind: window, size: 10}
+        memory: {policy: window, size: 10}
         tools: [get_weather]
         edges:
           - to: save_city
@@ -47,13 +47,16 @@ YAML
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final, TypeAlias
 
 import yaml
 
+from .._errors import InvalidRequest
+from ..memory import TYPES as VAR_TYPES
+from ..memory import VAR_SCOPES, Buffer, Policy, VarDecl, policy_from_dict
 from ._errors import SpecError
 from .templates import Condition, Template
 from .tools import Tool
@@ -71,8 +74,6 @@ __all__ = [
 ]
 
 NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
-VAR_TYPES: Final = ("string", "integer", "float", "boolean", "json", "csv", "dataframe")
-VAR_SCOPES: Final = ("app", "user", "thread", "run")
 _ALIASES: Final = {
     "llm": "llm",
     "llmnode": "llm",
@@ -110,7 +111,7 @@ class LLMNode:
     name: str = "agent"
     system: str | None = None
     memory: Any = None
-    tools: tuple[str, ...] | None = None
+    tools: Sequence[str] | None = None
     model: str | None = None
     input: str | None = None
 
@@ -179,22 +180,42 @@ class Edge:
     condition: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
 class Spec:
-    """The agent's graph. Validated at construction: a bad spec raises SpecError."""
+    """The agent's graph. Validated at construction: a bad spec raises SpecError.
+
+    ``start`` may be left out when the spec has one node.
+    """
 
     nodes: tuple[Node, ...]
-    edges: tuple[Edge, ...] = ()
-    start: str = ""
-    _by_name: dict[str, Node] = field(init=False, repr=False, compare=False)
-    _templates: dict[tuple[str, str], Any] = field(init=False, repr=False, compare=False)
-    _out: dict[str, list[tuple[Edge, Condition | None]]] = field(
-        init=False, repr=False, compare=False
-    )
+    edges: tuple[Edge, ...]
+    start: str
+    _by_name: dict[str, Node]
+    _templates: dict[tuple[str, str], Any]
+    _policies: dict[str, Policy]
+    _decls: tuple[VarDecl, ...]
+    _out: dict[str, list[tuple[Edge, Condition | None]]]
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "nodes", tuple(self.nodes))
-        object.__setattr__(self, "edges", tuple(self.edges))
+    def __init__(
+        self, *, nodes: Iterable[Node], edges: Iterable[Edge] = (), start: str = ""
+    ) -> None:
+        self.nodes = tuple(nodes)
+        self.edges = tuple(edges)
+        self.start = start
+        self._build()
+
+    def __repr__(self) -> str:
+        return f"Spec(nodes={list(self.nodes)!r}, edges={list(self.edges)!r}, start={self.start!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Spec) and (self.nodes, self.edges, self.start) == (
+            other.nodes,
+            other.edges,
+            other.start,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _build(self) -> None:
         if not self.nodes:
             raise SpecError("a spec needs at least one node")
         by_name: dict[str, Node] = {}
@@ -212,24 +233,39 @@ class Spec:
             raise SpecError(
                 f"start node {start!r} is not a node of the spec ({', '.join(by_name)})"
             )
-        object.__setattr__(self, "start", start)
-        object.__setattr__(self, "_by_name", by_name)
+        self.start = start
+        self._by_name = by_name
 
         declared: dict[str, VarNode] = {}
+        decls: list[VarDecl] = []
         for n in self.nodes:
             if isinstance(n, VarNode):
                 _name(n.var_name, f"var node {n.name!r}: variable name")
-                if n.type not in VAR_TYPES:
-                    raise SpecError(
-                        f"var node {n.name!r}: type {n.type!r} is not one of {', '.join(VAR_TYPES)}"
-                    )
-                if n.scope not in VAR_SCOPES:
-                    raise SpecError(
-                        f"var node {n.name!r}: scope {n.scope!r} is not one of {', '.join(VAR_SCOPES)}"
-                    )
                 if n.var_name in declared:
                     raise SpecError(f"variable {n.var_name!r} is declared twice")
+                try:
+                    decls.append(
+                        VarDecl(name=n.var_name, type=n.type, scope=n.scope, default=n.default)
+                    )
+                except InvalidRequest as e:
+                    raise SpecError(f"var node {n.name!r}: {e.message}") from None
                 declared[n.var_name] = n
+        self._decls = tuple(decls)
+
+        policies: dict[str, Policy] = {}
+        for n in self.nodes:
+            if isinstance(n, LLMNode):
+                try:
+                    policies[n.name] = (
+                        Buffer()
+                        if n.memory is None
+                        else n.memory
+                        if isinstance(n.memory, Policy)
+                        else policy_from_dict(n.memory)
+                    )
+                except InvalidRequest as e:
+                    raise SpecError(f"llm node {n.name!r}: memory: {e.message}") from None
+        self._policies = policies
 
         templates: dict[tuple[str, str], Any] = {}
         for n in self.nodes:
@@ -255,24 +291,24 @@ class Spec:
                         f"declared: {', '.join(declared) or 'none'}"
                     )
                 templates[(n.name, "value")] = Template(n.value, where=f"{where} value")
-        object.__setattr__(self, "_templates", templates)
+        self._templates = templates
 
         out: dict[str, list[tuple[Edge, Condition | None]]] = {n: [] for n in by_name}
-        for e in self.edges:
-            if not isinstance(e, Edge):
-                raise SpecError(f"edges are Edge values, got {e!r}")
-            for end in (e.src, e.dst):
+        for edge in self.edges:
+            if not isinstance(edge, Edge):
+                raise SpecError(f"edges are Edge values, got {edge!r}")
+            for end in (edge.src, edge.dst):
                 if end not in by_name:
                     raise SpecError(
-                        f"edge {e.src!r} -> {e.dst!r}: no node {end!r} ({', '.join(by_name)})"
+                        f"edge {edge.src!r} -> {edge.dst!r}: no node {end!r} ({', '.join(by_name)})"
                     )
             cond = (
                 None
-                if e.condition is None
-                else Condition(e.condition, where=f"edge {e.src!r} -> {e.dst!r}")
+                if edge.condition is None
+                else Condition(edge.condition, where=f"edge {edge.src!r} -> {edge.dst!r}")
             )
-            out[e.src].append((e, cond))
-        object.__setattr__(self, "_out", out)
+            out[edge.src].append((edge, cond))
+        self._out = out
 
     # -- reading
 
@@ -295,6 +331,15 @@ class Spec:
     @property
     def variables(self) -> tuple[VarNode, ...]:
         return tuple(n for n in self.nodes if isinstance(n, VarNode))
+
+    @property
+    def var_decls(self) -> tuple[VarDecl, ...]:
+        """The variables the var nodes declare, as ``tether.memory.VarDecl``."""
+        return self._decls
+
+    def policy(self, llm: str) -> Policy:
+        """The memory policy of an LLM node (``Buffer()`` unless configured)."""
+        return self._policies[llm]
 
     @property
     def llm_nodes(self) -> tuple[LLMNode, ...]:
@@ -416,7 +461,7 @@ class _Builder:
         if isinstance(doc, list):
             for i, item in enumerate(doc):
                 self.add_node(item, f"{where}[{i}]")
-        elif isinstance(doc, Mapping) and ("nodes" in doc or "edges" in doc):
+        elif isinstance(doc, Mapping) and "kind" not in doc:
             if unknown := set(doc) - {"start", "nodes", "edges"}:
                 raise SpecError(f"{where}: unknown keys {sorted(unknown)}; use start, nodes, edges")
             if doc.get("start") is not None:

@@ -30,15 +30,16 @@ from typing import Any, Protocol
 
 import orjson
 
-from .._errors import Conflict, InvalidRequest
-from .._graph import CausalNode
+from .._errors import Conflict, InvalidNode, InvalidRequest
+from .._graph import ID_PATTERN, KINDS, CausalNode
 
 _NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
 
 
 def check_name(what: str, value: object) -> str:
     """Namespaces and scope names: 1-256 printable characters."""
-    if not isinstance(value, str) or not _NAME.match(value):
+    # fullmatch, not match: ``$`` would also accept a trailing newline.
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise InvalidRequest(
             f"{what} must be 1-256 printable characters, got {value!r}", field=what
         )
@@ -59,7 +60,9 @@ class ScopeWrite:
     """New nodes for one scope, computed against ``expected`` (generation, sequence).
 
     ``nodes`` carry sequences expected.sequence+1 ... contiguous; ``frontier`` is
-    the scope's frontier after them.
+    the scope's frontier after them. A write with no nodes writes nothing: it only
+    asserts that the scope still stands at the expected head (a read dependency),
+    and its ``frontier`` is ignored.
     """
 
     scope: str
@@ -115,6 +118,64 @@ class JsonCodec:
         return orjson.loads(data)
 
 
+def check_writes(namespace: str, writes: Sequence[ScopeWrite]) -> None:
+    """Check a commit's shape before anything is written; every backend calls it first.
+
+    Raises InvalidRequest (bad names, a scope written twice, bad expected head) or
+    InvalidNode (malformed node: id, parents, kind, sequence not contiguous). A
+    write with no nodes only asserts that its scope's head has not moved.
+    """
+    check_name("namespace", namespace)
+    seen: set[str] = set()
+    for w in writes:
+        if not isinstance(w, ScopeWrite):
+            raise InvalidRequest(f"commit takes ScopeWrite objects, got {type(w).__name__}")
+        check_name("scope", w.scope)
+        if w.scope in seen:
+            raise InvalidRequest(
+                f"scope {w.scope!r} appears twice in one commit; put all its nodes in one write",
+                field="writes",
+            )
+        seen.add(w.scope)
+        for what, v in (("generation", w.expected_generation), ("sequence", w.expected_sequence)):
+            if type(v) is not int or v < 0:
+                raise InvalidRequest(
+                    f"expected {what} must be an integer >= 0, got {v!r}", field=what
+                )
+        ids: set[str] = set()
+        seq = w.expected_sequence
+        for n in w.nodes:
+            seq += 1
+            if not isinstance(n, CausalNode):
+                raise InvalidNode(f"a write holds CausalNode objects, got {type(n).__name__}")
+            if not isinstance(n.id, str) or not ID_PATTERN.fullmatch(n.id):
+                raise InvalidNode(f"node id {n.id!r} is not cw_ + 24 hex digits", code="shape")
+            if n.id in ids:
+                raise InvalidNode(f"node {n.id} appears twice in one write", code="duplicate_id")
+            ids.add(n.id)
+            if n.kind not in KINDS:
+                raise InvalidNode(f"unknown kind {n.kind!r}", code="kind")
+            if n.sequence != seq:
+                raise InvalidNode(
+                    f"node {n.id} has sequence {n.sequence!r}; a write computed against "
+                    f"sequence {w.expected_sequence} carries {w.expected_sequence + 1}, "
+                    f"{w.expected_sequence + 2}, ... in order",
+                    code="sequence",
+                )
+            if not isinstance(n.parents, tuple) or not all(
+                isinstance(p, str) and ID_PATTERN.fullmatch(p) for p in n.parents
+            ):
+                raise InvalidNode(f"node {n.id} has malformed parents", code="shape")
+            if not isinstance(n.created_at, str):
+                raise InvalidNode(f"node {n.id} has a non-string createdAt", code="created_at")
+            if n.resource_key is not None and (
+                not isinstance(n.resource_key, str) or not n.resource_key
+            ):
+                raise InvalidNode(f"node {n.id} has an invalid resource key", code="shape")
+        if not all(isinstance(f, str) and ID_PATTERN.fullmatch(f) for f in w.frontier):
+            raise InvalidNode(f"the frontier of {w.scope!r} holds a malformed id", code="frontier")
+
+
 def conflict(
     namespace: str, scope: str, expected: tuple[int, int], actual: tuple[int, int]
 ) -> Conflict:
@@ -141,7 +202,12 @@ class Store(ABC):
 
     @abstractmethod
     async def commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
-        """Append to one or several scopes of ``namespace`` in one atomic transaction."""
+        """Append to one or several scopes of ``namespace`` in one atomic transaction.
+
+        Call ``check_writes`` first. Raises ``Conflict`` if any scope's head differs
+        from its write's expected head, ``DuplicateNodes`` if a scope already holds
+        one of the ids; in both cases nothing from any scope is written.
+        """
 
     @abstractmethod
     async def reset_scope(self, namespace: str, scope: str) -> Head:

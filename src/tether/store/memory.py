@@ -22,6 +22,7 @@ from ._base import (
     ScopeWrite,
     Store,
     check_name,
+    check_writes,
     conflict,
 )
 
@@ -51,12 +52,11 @@ class MemoryStore(Store):
         return dataclasses.replace(node, payload=self.codec.decode(namespace, scope, data))
 
     async def commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
-        check_name("namespace", namespace)
+        check_writes(namespace, writes)
         async with self._lock:
             ns = self._data.get(namespace, {})
             # Check everything first so that a failure writes nothing.
             for w in writes:
-                check_name("scope", w.scope)
                 sc = ns.get(w.scope) or _Scope()
                 actual = (sc.generation, len(sc.nodes))
                 if actual != (w.expected_generation, w.expected_sequence):
@@ -83,6 +83,8 @@ class MemoryStore(Store):
             ]
             ns = self._data.setdefault(namespace, {})
             for w, enc in zip(writes, encoded, strict=True):
+                if not enc:  # a head assertion only
+                    continue
                 sc = ns.setdefault(w.scope, _Scope())
                 for entry in enc:
                     idx = len(sc.nodes)
@@ -95,6 +97,8 @@ class MemoryStore(Store):
                 sc.frontier = tuple(w.frontier)
 
     async def reset_scope(self, namespace: str, scope: str) -> Head:
+        check_name("namespace", namespace)
+        check_name("scope", scope)
         async with self._lock:
             ns = self._data.setdefault(namespace, {})
             old = ns.get(scope)
@@ -103,6 +107,7 @@ class MemoryStore(Store):
             return Head(generation=gen)
 
     async def delete_namespace(self, namespace: str) -> int:
+        check_name("namespace", namespace)
         async with self._lock:
             ns = self._data.get(namespace, {})
             count = 0

@@ -1,0 +1,479 @@
+"""Storage-only benchmark: tether's stores beside the floor, a plain loop doing the same I/O.
+
+    .venv/bin/python benchmarks/storage.py               # SQLite, about a minute
+    .venv/bin/python benchmarks/storage.py --quick       # smoke run, a few seconds
+    .venv/bin/python benchmarks/storage.py --postgres postgresql://postgres@127.0.0.1/test
+    .venv/bin/python benchmarks/storage.py --readme      # also rewrite README "## Storage performance"
+
+What is measured (messages of 200 ASCII bytes; a turn = a user and an assistant message):
+
+* **append latency** of one durable turn at history lengths 10, 100, 1,000 and 10,000:
+  the median and p90 over ``--samples`` turns written right after the thread reached that
+  length. tether's figure is the whole caller path: a ``Transaction`` reads the head,
+  builds two nodes (canonical JSON, SHA-256 identity) and commits them; the time of the
+  ``store.commit`` call alone is shown too;
+* **throughput**: ``--threads`` threads x ``--thread-turns`` turns, round robin, turns/s;
+* **cold load**: a fresh process (imports done) opens the store and reads a 2,000-message
+  thread, every payload decoded;
+* **bytes on disk per turn** after a checkpoint (WAL folded into the file).
+
+The floor is a plain sqlite3 loop (or asyncpg, for PostgreSQL) that inserts the very same
+payload bytes, one row per message, one transaction per turn, with the same durability
+(WAL + synchronous=FULL; synchronous_commit=on). Each tether turn is paired with a floor
+turn and their order alternates, so background load on the machine hits both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+import tether  # noqa: E402
+from tether import Transaction  # noqa: E402
+
+NS = "bench"
+MESSAGE_BYTES = 200
+_FILL = (
+    "The quick brown fox jumps over the lazy dog; pack my box with five dozen liquor "
+    "jugs. How vexingly quick daft zebras jump! Sphinx of black quartz, judge my vow. "
+) * 3
+
+
+def message(thread: str, turn: int, role: str) -> str:
+    return (f"[{role} {thread} #{turn}] " + _FILL)[:MESSAGE_BYTES]
+
+
+def payloads(thread: str, turn: int) -> tuple[dict[str, str], dict[str, str]]:
+    return (
+        {"role": "user", "content": message(thread, turn, "user")},
+        {"role": "assistant", "content": message(thread, turn, "assistant")},
+    )
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+# --- the systems -------------------------------------------------------------------------
+
+
+class TetherSide:
+    """tether through its public API: a Transaction per turn."""
+
+    def __init__(self, store: tether.Store) -> None:
+        self.store = store
+        self.commit_times: list[float] = []
+
+    async def turn(self, thread: str, i: int) -> None:
+        user, assistant = payloads(thread, i)
+        scope = "thread:" + thread
+        txn = Transaction(self.store, NS)
+        await txn.append(scope, "goal", user)
+        await txn.append(scope, "answer", assistant)
+        t = time.perf_counter()
+        await txn.commit()
+        self.commit_times.append(time.perf_counter() - t)
+
+
+class SqliteFloor:
+    """The same bytes, the same durability, nothing else."""
+
+    def __init__(self, path: Path, durability: str) -> None:
+        self.path = path
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute(f"PRAGMA synchronous={durability.upper()}")
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS messages (thread TEXT NOT NULL, seq INTEGER NOT NULL,"
+            " payload BLOB NOT NULL, PRIMARY KEY (thread, seq))"
+        )
+
+    async def turn(self, thread: str, i: int) -> None:
+        user, assistant = payloads(thread, i)
+        c = self.conn
+        c.execute("BEGIN")
+        c.execute("INSERT INTO messages VALUES (?, ?, ?)", (thread, 2 * i + 1, orjson.dumps(user)))
+        c.execute(
+            "INSERT INTO messages VALUES (?, ?, ?)", (thread, 2 * i + 2, orjson.dumps(assistant))
+        )
+        c.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PgFloor:
+    def __init__(self, conn: Any, table: str) -> None:
+        self.conn = conn
+        self.table = table
+
+    async def turn(self, thread: str, i: int) -> None:
+        user, assistant = payloads(thread, i)
+        # One statement, one round trip, one commit: the least a durable turn can cost.
+        await self.conn.execute(
+            f"INSERT INTO {self.table} VALUES ($1, $2, $3), ($1, $4, $5)",
+            thread,
+            2 * i + 1,
+            orjson.dumps(user),
+            2 * i + 2,
+            orjson.dumps(assistant),
+        )
+
+
+Turn = Callable[[str, int], Awaitable[None]]
+
+
+async def paired(a: Turn, b: Turn, thread: str, i: int, ta: list[float], tb: list[float]) -> None:
+    """One turn of each; the order alternates so neither always runs right after the other."""
+    first, second = ((a, ta), (b, tb)) if i % 2 == 0 else ((b, tb), (a, ta))
+    for fn, acc in (first, second):
+        t = time.perf_counter()
+        await fn(thread, i)
+        acc.append(time.perf_counter() - t)
+
+
+# --- phases ------------------------------------------------------------------------------
+
+
+async def latency(
+    tet: TetherSide, floor: Any, marks: list[int], samples: int
+) -> list[dict[str, Any]]:
+    out = []
+    thread = "latency"
+    i = 0
+    for mark in marks:
+        while i < mark:  # grow the history to the mark (both sides, paired)
+            await paired(tet.turn, floor.turn, thread, i, [], [])
+            i += 1
+        ta: list[float] = []
+        tb: list[float] = []
+        tet.commit_times.clear()
+        for _ in range(samples):
+            await paired(tet.turn, floor.turn, thread, i, ta, tb)
+            i += 1
+        row = {
+            "history": mark,
+            "tether_median_ms": statistics.median(ta) * 1e3,
+            "tether_p90_ms": pct(ta, 0.9) * 1e3,
+            "commit_median_ms": statistics.median(tet.commit_times) * 1e3,
+            "floor_median_ms": statistics.median(tb) * 1e3,
+            "floor_p90_ms": pct(tb, 0.9) * 1e3,
+        }
+        row["ratio"] = row["tether_median_ms"] / row["floor_median_ms"]
+        out.append(row)
+        log(
+            f"  history {mark:>6}: tether {row['tether_median_ms']:.3f} ms "
+            f"(commit {row['commit_median_ms']:.3f}), floor {row['floor_median_ms']:.3f} ms, "
+            f"x{row['ratio']:.2f}"
+        )
+    return out
+
+
+async def throughput(tet: TetherSide, floor: Any, threads: int, turns: int) -> dict[str, Any]:
+    ta: list[float] = []
+    tb: list[float] = []
+    for i in range(turns):
+        for k in range(threads):
+            await paired(tet.turn, floor.turn, f"tp{k:04d}", i, ta, tb)
+    n = threads * turns
+    row = {
+        "threads": threads,
+        "turns": n,
+        "tether_turns_per_s": n / sum(ta),
+        "floor_turns_per_s": n / sum(tb),
+    }
+    log(
+        f"  throughput {threads}x{turns}: tether {row['tether_turns_per_s']:.0f}/s, "
+        f"floor {row['floor_turns_per_s']:.0f}/s"
+    )
+    return row
+
+
+COLD_TETHER = """
+import asyncio, sys, time
+sys.path.insert(0, {src!r})
+import tether
+t0 = time.perf_counter()
+async def main():
+    store = await tether.open_store({url!r})
+    n, after = 0, 0
+    while True:
+        page = await store.nodes({ns!r}, "thread:cold", after=after, limit=1000)
+        if not page:
+            break
+        n += sum(1 for x in page if x.payload["content"])
+        after = page[-1].sequence
+    await store.close()
+    return n
+n = asyncio.run(main())
+print(n, time.perf_counter() - t0)
+"""
+
+COLD_SQLITE = """
+import sqlite3, sys, time
+import orjson
+t0 = time.perf_counter()
+c = sqlite3.connect({path!r})
+rows = c.execute("SELECT payload FROM messages WHERE thread = 'cold' ORDER BY seq").fetchall()
+n = sum(1 for (p,) in rows if orjson.loads(p)["content"])
+c.close()
+print(n, time.perf_counter() - t0)
+"""
+
+COLD_PG = """
+import asyncio, sys, time
+import asyncpg, orjson
+t0 = time.perf_counter()
+async def main():
+    c = await asyncpg.connect({url!r})
+    rows = await c.fetch("SELECT payload FROM {table} WHERE thread = 'cold' ORDER BY seq")
+    await c.close()
+    return sum(1 for r in rows if orjson.loads(r[0])["content"])
+n = asyncio.run(main())
+print(n, time.perf_counter() - t0)
+"""
+
+
+def cold(script: str, runs: int, expect: int) -> float:
+    times = []
+    for _ in range(runs):
+        out = subprocess.run(
+            [sys.executable, "-c", script], check=True, capture_output=True, text=True
+        ).stdout.split()
+        if int(out[0]) != expect:
+            raise SystemExit(f"cold load returned {out[0]} messages, expected {expect}")
+        times.append(float(out[1]))
+    return statistics.median(times)
+
+
+def sqlite_bytes(path: Path) -> int:
+    c = sqlite3.connect(path)
+    try:
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        c.close()
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --- drivers -----------------------------------------------------------------------------
+
+
+async def run_sqlite(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    log(f"SQLite (durability={args.durability}) in {work}")
+    tpath, fpath = work / "tether.db", work / "floor.db"
+    store = await tether.open_store(f"sqlite:///{tpath}", durability=args.durability)
+    tet, floor = TetherSide(store), SqliteFloor(fpath, args.durability)
+    res: dict[str, Any] = {"backend": "sqlite", "durability": args.durability}
+    try:
+        res["latency"] = await latency(tet, floor, args.marks, args.samples)
+        res["throughput"] = await throughput(tet, floor, args.threads, args.thread_turns)
+        for i in range(args.cold_turns):
+            await paired(tet.turn, floor.turn, "cold", i, [], [])
+    finally:
+        await store.close()
+        floor.close()
+    turns = sum(args.marks[-1:]) + len(args.marks) * args.samples
+    turns += args.threads * args.thread_turns + args.cold_turns
+    tb, fb = sqlite_bytes(tpath), sqlite_bytes(fpath)
+    res["bytes"] = {
+        "turns": turns,
+        "tether_per_turn": tb / turns,
+        "floor_per_turn": fb / turns,
+        "payload_per_turn": sum(len(orjson.dumps(p)) for p in payloads("latency", 0)),
+    }
+    log(f"  bytes/turn: tether {tb / turns:.0f}, floor {fb / turns:.0f}")
+    msgs = 2 * args.cold_turns
+    res["cold"] = {
+        "messages": msgs,
+        "tether_ms": 1e3
+        * cold(
+            COLD_TETHER.format(src=str(ROOT / "src"), url=f"sqlite:///{tpath}", ns=NS),
+            args.cold_runs,
+            msgs,
+        ),
+        "floor_ms": 1e3 * cold(COLD_SQLITE.format(path=str(fpath)), args.cold_runs, msgs),
+    }
+    log(f"  cold load of {msgs} messages: {res['cold']}")
+    return res
+
+
+async def run_postgres(args: argparse.Namespace) -> dict[str, Any]:
+    import asyncpg
+
+    schema = f"tether_bench_{os.getpid()}"
+    url = args.postgres
+    sep = "&" if "?" in url else "?"
+    log(f"PostgreSQL schema {schema}")
+    store = await tether.open_store(f"{url}{sep}schema={schema}")
+    conn = await asyncpg.connect(url)
+    table = f"{schema}.floor_messages"
+    await conn.execute(
+        f"CREATE TABLE {table} (thread text NOT NULL, seq bigint NOT NULL,"
+        " payload bytea NOT NULL, PRIMARY KEY (thread, seq))"
+    )
+    tet, floor = TetherSide(store), PgFloor(conn, table)
+    res: dict[str, Any] = {"backend": "postgres", "durability": "synchronous_commit=on"}
+    try:
+        res["latency"] = await latency(tet, floor, args.marks, args.samples)
+        res["throughput"] = await throughput(tet, floor, args.threads, args.thread_turns)
+        for i in range(args.cold_turns):
+            await paired(tet.turn, floor.turn, "cold", i, [], [])
+        await store.close()
+        turns = sum(args.marks[-1:]) + len(args.marks) * args.samples
+        turns += args.threads * args.thread_turns + args.cold_turns
+        await conn.execute(f"VACUUM ANALYZE {table}")
+        sizes = await conn.fetch(
+            "SELECT c.relname, pg_total_relation_size(c.oid) AS size FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = $1 AND c.relkind = 'r'",
+            schema,
+        )
+        tb = sum(r["size"] for r in sizes if r["relname"].startswith("tether"))
+        fb = sum(r["size"] for r in sizes if r["relname"] == "floor_messages")
+        res["bytes"] = {"turns": turns, "tether_per_turn": tb / turns, "floor_per_turn": fb / turns}
+        log(f"  bytes/turn: tether {tb / turns:.0f}, floor {fb / turns:.0f}")
+        msgs = 2 * args.cold_turns
+        res["cold"] = {
+            "messages": msgs,
+            "tether_ms": 1e3
+            * cold(
+                COLD_TETHER.format(src=str(ROOT / "src"), url=f"{url}{sep}schema={schema}", ns=NS),
+                args.cold_runs,
+                msgs,
+            ),
+            "floor_ms": 1e3 * cold(COLD_PG.format(url=url, table=table), args.cold_runs, msgs),
+        }
+        log(f"  cold load of {msgs} messages: {res['cold']}")
+    finally:
+        await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        await conn.close()
+    return res
+
+
+# --- report ------------------------------------------------------------------------------
+
+
+def markdown(results: list[dict[str, Any]], command: str) -> str:
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Linux {platform.release()}"
+    lines = [
+        "## Storage performance",
+        "",
+        f"`{command}` on {dt.date.today().isoformat()}: {machine}, Python "
+        f"{platform.python_version()}, SQLite {sqlite3.sqlite_version}. The *floor* is a "
+        "plain loop that inserts the same payload bytes, one row per message and one "
+        "transaction per turn, with the same durability; each tether turn is paired with "
+        "a floor turn (alternating order), so background load hits both alike. tether's "
+        "figure is the whole caller path (a `Transaction`: head read, two nodes hashed, "
+        "one commit); `commit` is the `store.commit` call alone.",
+        "",
+    ]
+    for r in results:
+        name = "SQLite" if r["backend"] == "sqlite" else "PostgreSQL"
+        lines += [
+            f"**{name}** ({r['durability']}): durable append of one turn (2 messages)",
+            "",
+            "| history (turns) | tether median ms | commit ms | floor median ms | tether / floor "
+            "| tether p90 ms | floor p90 ms |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for row in r["latency"]:
+            lines.append(
+                f"| {row['history']:,} | {row['tether_median_ms']:.3f} | "
+                f"{row['commit_median_ms']:.3f} | {row['floor_median_ms']:.3f} | "
+                f"{row['ratio']:.2f}x | {row['tether_p90_ms']:.3f} | {row['floor_p90_ms']:.3f} |"
+            )
+        tp, by, co = r["throughput"], r["bytes"], r["cold"]
+        lines += [
+            "",
+            "| | tether | floor |",
+            "|---|---:|---:|",
+            f"| throughput, {tp['threads']} threads x {tp['turns'] // tp['threads']} turns "
+            f"(turns/s) | {tp['tether_turns_per_s']:,.0f} | {tp['floor_turns_per_s']:,.0f} |",
+            f"| cold load of a {co['messages']:,}-message thread (ms, new process, after imports) | "
+            f"{co['tether_ms']:.1f} | {co['floor_ms']:.1f} |",
+            f"| bytes on disk per turn ({by['turns']:,} turns) | {by['tether_per_turn']:,.0f} | "
+            f"{by['floor_per_turn']:,.0f} |",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def update_readme(section: str) -> None:
+    path = ROOT / "README.md"
+    text = path.read_text()
+    head = "## Storage performance"
+    if head in text:
+        start = text.index(head)
+        nxt = text.find("\n## ", start + len(head))
+        end = len(text) if nxt == -1 else nxt + 1
+        text = text[:start] + section.rstrip() + "\n" + ("\n" + text[end:] if nxt != -1 else "")
+    else:
+        text = text.rstrip() + "\n\n" + section.rstrip() + "\n"
+    path.write_text(text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="a few seconds: small figures")
+    ap.add_argument("--marks", default="10,100,1000,10000", help="history lengths (turns)")
+    ap.add_argument("--samples", type=int, default=200, help="turns timed at each mark")
+    ap.add_argument("--threads", type=int, default=200)
+    ap.add_argument("--thread-turns", type=int, default=10)
+    ap.add_argument("--cold-turns", type=int, default=1000, help="turns of the cold thread")
+    ap.add_argument("--cold-runs", type=int, default=5)
+    ap.add_argument("--durability", choices=["full", "normal"], default="full")
+    ap.add_argument("--postgres", metavar="URL", help="also benchmark PostgreSQL at URL")
+    ap.add_argument("--no-sqlite", action="store_true")
+    ap.add_argument("--readme", action="store_true", help="rewrite README's storage section")
+    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "out" / "storage.json")
+    args = ap.parse_args()
+    if args.quick:
+        args.marks, args.samples, args.threads, args.thread_turns = "10,100", 30, 20, 3
+        args.cold_turns, args.cold_runs = 100, 1
+    args.marks = [int(x) for x in str(args.marks).split(",")]
+    results = []
+    work = Path(tempfile.mkdtemp(prefix="tether-bench-"))
+    try:
+        if not args.no_sqlite:
+            results.append(asyncio.run(run_sqlite(args, work)))
+        if args.postgres:
+            results.append(asyncio.run(run_postgres(args)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    command = "python benchmarks/storage.py " + " ".join(
+        a for a in sys.argv[1:] if a != "--readme" and "://" not in a
+    )
+    md = markdown(results, command.strip())
+    print(md)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=2))
+    if args.readme:
+        update_readme(md)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Row encoding shared by the SQL backends (SQLite, PostgreSQL). Pure: no I/O.
+
+Rows are kept small because bytes on disk per turn is one of the figures tether
+is measured on:
+
+* a node id ``cw_`` + 24 hex digits is stored as its 12 raw bytes;
+* parents (and a frontier) are those 12-byte ids concatenated;
+* a kind is a small integer (``KIND_CODES``; the order is frozen: it is on disk);
+* ``createdAt`` is stored as integer milliseconds when the string is exactly the
+  canonical ``YYYY-MM-DDTHH:MM:SS.mmmZ`` form of that instant, and verbatim
+  otherwise, so an imported timestamp always reads back byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+from .._errors import InvalidNode
+
+# Frozen: these integers are stored in every node row. Append new kinds at the end.
+KIND_CODES: Final[tuple[str, ...]] = (
+    "system",
+    "goal",
+    "inference",
+    "semantic",
+    "tool_call",
+    "tool_result",
+    "resource",
+    "verification",
+    "answer",
+    "protocol_error",
+)
+KIND_CODE: Final[dict[str, int]] = {k: i for i, k in enumerate(KIND_CODES)}
+
+ID_BYTES: Final = 12
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def id_bytes(node_id: str) -> bytes:
+    """``cw_0123...`` -> its 12 raw bytes. The id must already be well formed."""
+    return bytes.fromhex(node_id[3:])
+
+
+def id_str(raw: bytes) -> str:
+    return "cw_" + raw.hex()
+
+
+def pack_ids(ids: Sequence[str]) -> bytes:
+    return b"".join(bytes.fromhex(i[3:]) for i in ids)
+
+
+def unpack_ids(raw: bytes | None) -> tuple[str, ...]:
+    if not raw:
+        return ()
+    h = raw.hex()
+    return tuple("cw_" + h[i : i + 24] for i in range(0, len(h), 24))
+
+
+def kind_code(kind: str) -> int:
+    code = KIND_CODE.get(kind)
+    if code is None:
+        raise InvalidNode(f"unknown kind {kind!r}", code="kind")
+    return code
+
+
+def kind_name(code: int) -> str:
+    return KIND_CODES[code]
+
+
+_MS_PER_DAY: Final = 86_400_000
+_day_of: dict[str, int] = {}  # "YYYY-MM-DD" -> days since the epoch (one entry per day seen)
+_date_of: dict[int, str] = {}  # and back
+
+
+def _epoch_day(date: str) -> int | None:
+    day = _day_of.get(date)
+    if day is None:
+        try:
+            d = datetime.strptime(date, "%Y-%m-%d").replace(tzinfo=UTC)
+        except ValueError:
+            return None
+        if f"{d.year:04d}-{d.month:02d}-{d.day:02d}" != date:
+            return None
+        day = (d - _EPOCH).days
+        if len(_day_of) > 4096:
+            _day_of.clear()
+        _day_of[date] = day
+    return day
+
+
+def created_at_value(s: str) -> int | str:
+    """What goes in the ``created_at`` column: integer ms if lossless, else the text.
+
+    Lossless means ``s`` is exactly ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (what ``now_iso``
+    writes), which ``created_at_text`` rebuilds byte for byte.
+    """
+    if (
+        len(s) != 24
+        or s[10] != "T"
+        or s[13] != ":"
+        or s[16] != ":"
+        or s[19] != "."
+        or s[23] != "Z"
+        or not s[11:23].isascii()
+        or not s[11:13].isdigit()
+        or not s[14:16].isdigit()
+        or not s[17:19].isdigit()
+        or not s[20:23].isdigit()
+    ):
+        return s
+    day = _epoch_day(s[:10])
+    h, m, sec = int(s[11:13]), int(s[14:16]), int(s[17:19])
+    if day is None or h > 23 or m > 59 or sec > 59:
+        return s
+    return day * _MS_PER_DAY + ((h * 60 + m) * 60 + sec) * 1000 + int(s[20:23])
+
+
+def created_at_text(v: int | str) -> str:
+    if isinstance(v, str):
+        return v
+    day, ms = divmod(v, _MS_PER_DAY)
+    date = _date_of.get(day)
+    if date is None:
+        d = _EPOCH + timedelta(days=day)
+        date = f"{d.year:04d}-{d.month:02d}-{d.day:02d}"
+        if len(_date_of) > 4096:
+            _date_of.clear()
+        _date_of[day] = date
+    sec, ms = divmod(ms, 1000)
+    m, sec = divmod(sec, 60)
+    h, m = divmod(m, 60)
+    return f"{date}T{h:02d}:{m:02d}:{sec:02d}.{ms:03d}Z"
+
+
+def prefix_upper(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with ``prefix``.
+
+    For ``key >= prefix AND key < upper`` range scans under binary (code point,
+    = UTF-8 byte) order. ``None`` means no upper bound (empty prefix, or a prefix
+    of only U+10FFFF characters).
+    """
+    chars = list(prefix)
+    while chars:
+        c = ord(chars.pop())
+        if c < 0x10FFFF:
+            nxt = c + 1
+            if 0xD800 <= nxt <= 0xDFFF:  # surrogates cannot be stored: skip them
+                nxt = 0xE000
+            return "".join(chars) + chr(nxt)
+    return None

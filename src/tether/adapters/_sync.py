@@ -1,0 +1,155 @@
+"""Run a store's coroutines on the one event loop that owns the store.
+
+tether's stores are async, and some of them (asyncpg pools, SQLite connections
+served by a worker) belong to the event loop that opened them. A framework
+adapter may be called from that loop, from another loop, or from plain
+synchronous code (LangGraph's ``graph.invoke``). ``LoopBridge`` sends every
+call to the store's *home* loop:
+
+* the caller's loop is the home loop: the coroutine is awaited directly;
+* another loop: it is scheduled on the home loop and awaited through a future;
+* synchronous code: it is scheduled on the home loop and the thread blocks on
+  the result. Blocking the home loop's own thread would deadlock, so that case
+  raises and says to use the async method.
+
+With no home loop given, the bridge starts a private loop in a daemon thread
+(the reverse of LangGraph's ``AsyncPostgresSaver``, which runs sync methods
+from a thread against an async connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from typing import Any, TypeVar
+
+from .._errors import InvalidRequest
+
+T = TypeVar("T")
+
+_SYNC_IN_LOOP = (
+    "a synchronous tether adapter method was called from the thread running the store's "
+    "event loop, which would block that loop forever. Inside async code use the async "
+    "methods (aget_tuple, aput, alist...), or call the sync methods from another thread."
+)
+
+
+class LoopBridge:
+    """Sends coroutines to one home event loop, from async or sync callers."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        if loop is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+        self._loop = loop
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def owns_loop(self) -> bool:
+        """True when the bridge runs its own private loop thread."""
+        return self._thread is not None
+
+    def _home(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or (self._thread is not None and self._loop.is_closed()):
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+
+                def run() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(ready.set)
+                    loop.run_forever()
+
+                thread = threading.Thread(target=run, name="tether-adapter-loop", daemon=True)
+                thread.start()
+                ready.wait()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def _on_home(self, loop: asyncio.AbstractEventLoop) -> bool:
+        try:
+            return asyncio.get_running_loop() is loop
+        except RuntimeError:
+            return False
+
+    async def run(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Await ``make()`` on the home loop, from any loop."""
+        loop = self._home()
+        if self._on_home(loop):
+            return await make()
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(make(), loop))
+
+    def run_sync(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Run ``make()`` on the home loop and block until it is done."""
+        loop = self._home()
+        if self._on_home(loop):
+            raise InvalidRequest(_SYNC_IN_LOOP)
+        return asyncio.run_coroutine_threadsafe(make(), loop).result()
+
+    async def iterate(self, agen: AsyncIterator[T]) -> AsyncIterator[T]:
+        """Iterate an async generator that must run on the home loop, from any loop."""
+        loop = self._home()
+        if self._on_home(loop):
+            async for item in agen:
+                yield item
+            return
+        try:
+            while True:
+                more, item = await asyncio.wrap_future(
+                    asyncio.run_coroutine_threadsafe(_anext(agen), loop)
+                )
+                if not more:
+                    return
+                yield item
+        finally:
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_aclose(agen), loop))
+
+    def iterate_sync(self, agen: AsyncIterator[T]) -> Iterator[T]:
+        """Iterate an async generator on the home loop from synchronous code."""
+        loop = self._home()
+        if self._on_home(loop):
+            raise InvalidRequest(_SYNC_IN_LOOP)
+        try:
+            while True:
+                fut: concurrent.futures.Future[tuple[bool, Any]] = asyncio.run_coroutine_threadsafe(
+                    _anext(agen), loop
+                )
+                more, item = fut.result()
+                if not more:
+                    return
+                yield item
+        finally:
+            asyncio.run_coroutine_threadsafe(_aclose(agen), loop).result()
+
+    def stop(self) -> None:
+        """Stop and close the private loop, if the bridge started one."""
+        with self._lock:
+            thread, loop = self._thread, self._loop
+            if thread is None or loop is None:
+                return
+            self._thread = None
+            self._loop = None
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+async def _anext(agen: AsyncIterator[T]) -> tuple[bool, Any]:
+    # StopAsyncIteration must not cross the thread boundary as an exception of a
+    # coroutine, so the end of the iteration travels as a flag.
+    try:
+        return True, await agen.__anext__()
+    except StopAsyncIteration:
+        return False, None
+
+
+async def _aclose(agen: AsyncIterator[Any]) -> None:
+    close: Callable[[], Awaitable[None]] | None = getattr(agen, "aclose", None)
+    if close is not None:
+        await close()

@@ -1,0 +1,155 @@
+"""Content-addressed values and lists for the framework adapters. Pure: no I/O.
+
+A framework state value becomes tether nodes that depend only on its content,
+so a value that did not change between two steps is never stored twice:
+
+* a **value node** (kind ``resource``, no resource key, no parents) holds one
+  serialized value; its id is the hash of its payload, so the same value always
+  gets the same id;
+* a **list** is a persistent tree of **seq nodes** over element nodes: leaves
+  hold up to ``FANOUT`` element ids, upper levels up to ``FANOUT`` child ids, and
+  each seq node's parents are its children (a Merkle DAG inside the causal
+  graph). The tree of a list is a pure function of its element ids, chunked at
+  fixed offsets, so appending k elements to a list of n leaves every full leaf
+  and every full subtree unchanged: a step stores the k new elements, the last
+  leaf and the right spine (at most ``FANOUT`` ids per level), never the n old
+  elements again.
+
+Reading a list walks the tree one level per round trip (``depth + 1`` batched
+reads for the whole list).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from .._canonical import MAX_SAFE_INT
+from .._graph import node_id
+
+FANOUT = 32
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Planned:
+    """A node to append if the scope does not hold it yet (its id is known in advance)."""
+
+    id: str
+    kind: str
+    payload: Any
+    parents: tuple[str, ...]
+
+
+class LRU(Generic[K, V]):
+    """A small bounded mapping; the least recently used entries leave first."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._d: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        v = self._d.get(key)
+        if v is not None:
+            self._d.move_to_end(key)
+        return v
+
+    def put(self, key: K, value: V) -> None:
+        self._d[key] = value
+        self._d.move_to_end(key)
+        while len(self._d) > self.size:
+            self._d.popitem(last=False)
+
+    def pop(self, key: K) -> None:
+        self._d.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+def is_json_scalar(v: Any) -> bool:
+    """A value whose JSON form is exact and whose canonical hash cannot collide with another.
+
+    Strings, booleans, None and safe integers only: a float would hash like an
+    int (RFC 8785 writes 1.0 as 1) and dict key order is lost in canonical form,
+    so those go through the framework's serializer instead.
+    """
+    t = type(v)
+    if t is str or t is bool or v is None:
+        return True
+    return t is int and bool(-MAX_SAFE_INT <= v <= MAX_SAFE_INT)
+
+
+def is_plain_json(v: Any, depth: int = 0) -> bool:
+    """True if ``v`` survives a JSON round trip exactly (types included).
+
+    Used for payloads that are *not* deduplicated by content (checkpoint
+    headers, metadata), where a float is fine as long as it is finite.
+    """
+    if depth > 48:
+        return False
+    t = type(v)
+    if t is str or t is bool or v is None:
+        return True
+    if t is int:
+        return bool(-MAX_SAFE_INT <= v <= MAX_SAFE_INT)
+    if t is float:
+        return math.isfinite(v)
+    if t is list:
+        return all(is_plain_json(x, depth + 1) for x in v)
+    if t is dict:
+        return all(type(k) is str and is_plain_json(x, depth + 1) for k, x in v.items())
+    return False
+
+
+def seq_payload(level: int, items: Sequence[str]) -> dict[str, Any]:
+    return {"lg": "seq", "lvl": level, "items": list(items)}
+
+
+class TreeBuilder:
+    """Builds the canonical seq tree of a list of element ids, caching node ids."""
+
+    def __init__(self, cache_size: int = 100_000) -> None:
+        self._ids: LRU[tuple[int, tuple[str, ...]], str] = LRU(cache_size)
+
+    def _node(self, level: int, items: tuple[str, ...]) -> Planned:
+        parents = tuple(sorted(set(items)))
+        payload = seq_payload(level, items)
+        nid = self._ids.get((level, items))
+        if nid is None:
+            nid = node_id("resource", parents, payload)
+            self._ids.put((level, items), nid)
+        return Planned(id=nid, kind="resource", payload=payload, parents=parents)
+
+    def build(self, element_ids: Sequence[str]) -> tuple[str | None, list[Planned]]:
+        """Return (root id, every seq node bottom-up); (None, []) for an empty list."""
+        if not element_ids:
+            return None, []
+        out: list[Planned] = []
+        level_ids: list[str] = list(element_ids)
+        level = 0
+        while True:
+            nodes = [
+                self._node(level, tuple(level_ids[i : i + FANOUT]))
+                for i in range(0, len(level_ids), FANOUT)
+            ]
+            out.extend(nodes)
+            if len(nodes) == 1:
+                return nodes[0].id, out
+            level_ids = [n.id for n in nodes]
+            level += 1
+
+
+def dedupe(planned: Iterable[Planned]) -> list[Planned]:
+    """Keep the first of each id, in order (parents always come before children)."""
+    seen: set[str] = set()
+    out: list[Planned] = []
+    for p in planned:
+        if p.id not in seen:
+            seen.add(p.id)
+            out.append(p)
+    return out

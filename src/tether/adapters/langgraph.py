@@ -1,0 +1,894 @@
+"""A LangGraph checkpointer on any tether store: ``TetherSaver``.
+
+    from tether.adapters.langgraph import TetherSaver
+
+    saver = TetherSaver.from_url("sqlite:///state.db")     # sync code
+    graph = builder.compile(checkpointer=saver)
+
+    async with await TetherSaver.afrom_url("sqlite:///state.db") as saver:   # async code
+        graph = builder.compile(checkpointer=saver)
+
+Needs the ``langgraph`` extra (``pip install tether[langgraph]``); the core never
+imports LangGraph.
+
+How a LangGraph thread maps onto tether (docs/adapters.md has the whole story):
+
+* LangGraph thread ``t`` is the tether scope ``thread:t`` of the saver's
+  namespace; ``checkpoint_ns`` (subgraphs) lives inside it.
+* Every checkpoint is one ``resource`` node, resource key ``lgc:<ns>;cp``: the
+  versions of that key are the namespace's checkpoints in the order they were
+  put, its head is the latest. A pointer node ``lgi:<ns>;<checkpoint id>`` finds a
+  checkpoint by id in one indexed read. Checkpoint ids, channel versions,
+  metadata and parent links are LangGraph's, unchanged.
+* Channel values are content-addressed (``_values``): a list channel such as
+  ``messages`` is stored as its elements under a Merkle tree, so a step stores
+  its new messages plus a few tree nodes, never the whole history again.
+  LangChain messages become conversation nodes (``goal`` for a human message,
+  ``inference`` for an AI message, ``tool_result`` for a tool message) so
+  tether's views and inspector read them; the exact serialized message rides
+  along in the payload (``v``).
+* Pending writes are nodes under ``lgw:<ns>;<checkpoint id>``.
+* ``delete_thread`` and ``prune(strategy="delete")`` reset the thread scope
+  (the nodes are gone). ``delete_for_runs`` and ``prune("keep_latest")`` hide
+  checkpoints with a tombstone (``lgc:<ns>;del``): the graph stays append-only,
+  and since values are shared between checkpoints, dropping old checkpoints
+  would free little anyway.
+
+Sync methods (``put``, ``get_tuple``, ``list``...) run the async ones on the
+store's home event loop (``_sync.LoopBridge``): the caller's loop when the saver
+was made inside one, else a private loop thread the saver owns.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import random
+from collections.abc import AsyncIterator, Iterator, Sequence
+from types import TracebackType
+from typing import Any, Final
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    PendingWrite,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from .. import scopes
+from .._errors import InvalidRequest, StoreError
+from .._graph import CausalNode, node_id
+from .._txn import Transaction, transact
+from ..store import Store, open_store
+from ._lg_codec import content, decode_content, message_fields, pack, ref_ids, unpack
+from ._sync import LoopBridge
+from ._values import LRU, Planned, TreeBuilder, dedupe, is_json_scalar
+
+__all__ = ["TetherSaver"]
+
+_PAGE: Final = 256
+_ALL: Final = 1_000_000  # "every version" for the few small per-checkpoint keys
+_INLINE_STR: Final = 256  # strings up to this long sit in the checkpoint node itself
+_LG_TYPES: Final = frozenset({"el", "val", "seq", "cp", "id", "w", "del"})
+_CONTENT_TYPES: Final = frozenset({"el", "val", "seq"})
+
+
+# -- keys ----------------------------------------------------------------------
+
+
+def _enc_ns(ns: str) -> str:
+    """The namespace as it appears in resource keys (``;`` ends it; long ones are hashed)."""
+    e = ns.replace("%", "%25").replace(";", "%3B")
+    if len(e) > 200:
+        e = "#" + hashlib.sha256(ns.encode()).hexdigest()[:32]
+    return e
+
+
+def _cp_key(e: str) -> str:
+    return f"lgc:{e};cp"
+
+
+def _del_key(e: str) -> str:
+    return f"lgc:{e};del"
+
+
+def _id_key(e: str, cid: str) -> str:
+    return f"lgi:{e};{cid}"
+
+
+def _w_key(e: str, cid: str) -> str:
+    return f"lgw:{e};{cid}"
+
+
+def _configurable(config: RunnableConfig) -> dict[str, Any]:
+    conf = config.get("configurable") if isinstance(config, dict) else None
+    if not isinstance(conf, dict) or "thread_id" not in conf:
+        raise InvalidRequest(
+            'a LangGraph config needs {"configurable": {"thread_id": ...}}', field="config"
+        )
+    return conf
+
+
+def _thread_scope(thread_id: Any) -> str:
+    return scopes.thread(str(thread_id))
+
+
+# -- the saver -------------------------------------------------------------------
+
+
+class TetherSaver(BaseCheckpointSaver[str]):
+    """LangGraph's ``BaseCheckpointSaver`` over a tether store (sync and async methods).
+
+    ``namespace`` is the tether namespace (tenant) that holds the threads; ``llm``
+    names the conversation the messages belong to in tether's views.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        namespace: str = "default",
+        llm: str = "agent",
+        serde: SerializerProtocol | None = None,
+        loop: Any = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        self.store = store
+        self.namespace = namespace
+        self.llm = llm
+        self._bridge = LoopBridge(loop)
+        self._owns_store = False
+        self._trees = TreeBuilder()
+        # serialized element -> its planned node (the id costs a canonical-JSON hash)
+        self._elements: LRU[bytes, Planned] = LRU(200_000)
+        # scope -> (generation, ids known to be stored): sound because a scope only
+        # loses nodes through a reset, which bumps its generation.
+        self._known: LRU[str, tuple[int, set[str]]] = LRU(1024)
+
+    # -- opening and closing ---------------------------------------------------
+
+    @classmethod
+    def from_url(cls, url: str, **kw: Any) -> TetherSaver:
+        """Open a store by URL for synchronous code; the saver owns (and closes) it."""
+        bridge = LoopBridge(None)
+        try:
+            store = bridge.run_sync(lambda: open_store(url))
+        except BaseException:
+            bridge.stop()
+            raise
+        saver = cls(store, **kw)
+        saver._bridge.stop()
+        saver._bridge = bridge
+        saver._owns_store = True
+        return saver
+
+    @classmethod
+    async def afrom_url(cls, url: str, **kw: Any) -> TetherSaver:
+        """Open a store by URL on the running loop; the saver owns (and closes) it."""
+        store = await open_store(url)
+        saver = cls(store, **kw)
+        saver._owns_store = True
+        return saver
+
+    def close(self) -> None:
+        """Close the store if the saver opened it, and stop its private loop."""
+        if self._owns_store:
+            self._owns_store = False
+            self._bridge.run_sync(self.store.close)
+        self._bridge.stop()
+
+    async def aclose(self) -> None:
+        if self._owns_store:
+            self._owns_store = False
+            await self._bridge.run(self.store.close)
+        if self._bridge.owns_loop:
+            self._bridge.stop()
+
+    def __enter__(self) -> TetherSaver:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> TetherSaver:
+        return self
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # -- versions ----------------------------------------------------------------
+
+    def get_next_version(self, current: str | None, channel: None = None) -> str:
+        """LangGraph's own string versions: ``<32-digit counter>.<random>``, increasing."""
+        if current is None:
+            n = 0
+        elif isinstance(current, int):
+            n = current
+        else:
+            n = int(str(current).split(".")[0])
+        return f"{n + 1:032}.{random.random():016}"
+
+    # -- the async API -----------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._bridge.run(lambda: self._get_tuple(config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        async for t in self._bridge.iterate(self._iter(config, filter, before, limit)):
+            yield t
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await self._bridge.run(lambda: self._put(config, checkpoint, metadata, new_versions))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self._bridge.run(lambda: self._put_writes(config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._bridge.run(lambda: self._delete_thread(thread_id))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._bridge.run(lambda: self._delete_for_runs(run_ids))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._bridge.run(lambda: self._copy_thread(source_thread_id, target_thread_id))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self._bridge.run(lambda: self._prune(thread_ids, strategy))
+
+    # -- the sync API (same work, on the home loop) -------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._bridge.run_sync(lambda: self._get_tuple(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        yield from self._bridge.iterate_sync(self._iter(config, filter, before, limit))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self._bridge.run_sync(lambda: self._put(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._bridge.run_sync(lambda: self._put_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._bridge.run_sync(lambda: self._delete_thread(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._bridge.run_sync(lambda: self._delete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._bridge.run_sync(lambda: self._copy_thread(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._bridge.run_sync(lambda: self._prune(thread_ids, strategy))
+
+    # -- encoding values -----------------------------------------------------------
+
+    def _element(self, value: Any) -> Planned:
+        v, ident = content(self.serde, value)
+        digest = hashlib.sha256(b"el\0" + self.llm.encode() + b"\0" + ident).digest()
+        planned = self._elements.get(digest)
+        if planned is None:
+            kind, fields = message_fields(value, self.llm)
+            payload = {**fields, "lg": "el", "v": v}
+            try:
+                nid = node_id(kind, (), payload)
+            except Exception:
+                # Readable fields that are not valid JSON (a NaN in tool arguments):
+                # keep the element exact, drop the projection.
+                kind, payload = "resource", {"lg": "el", "v": v}
+                nid = node_id(kind, (), payload)
+            planned = Planned(id=nid, kind=kind, payload=payload, parents=())
+            self._elements.put(digest, planned)
+        return planned
+
+    def _encode(self, value: Any) -> tuple[dict[str, Any], builtins.list[Planned]]:
+        """(reference stored in the checkpoint or write, nodes the reference needs)."""
+        if type(value) is list:
+            elements = [self._element(x) for x in value]
+            root, tree = self._trees.build([p.id for p in elements])
+            return {"l": root, "n": len(elements)}, dedupe([*elements, *tree])
+        if is_json_scalar(value) and (type(value) is not str or len(value) <= _INLINE_STR):
+            return {"j": value}, []
+        v, _ = content(self.serde, value)
+        payload = {"lg": "val", "v": v}
+        nid = node_id("resource", (), payload)
+        return {"b": nid}, [Planned(id=nid, kind="resource", payload=payload, parents=())]
+
+    async def _resolve(self, scope: str, refs: Sequence[dict[str, Any]]) -> builtins.list[Any]:
+        """Values of references, fetching every tree level in one batched read."""
+        nodes: dict[str, CausalNode] = {}
+        want = {i for r in refs for i in ref_ids(r)}
+        while want:
+            got = await self.store.get_nodes(self.namespace, scope, sorted(want))
+            missing = want - set(got)
+            if missing:
+                raise StoreError(
+                    f"thread scope {scope!r} lacks value node {sorted(missing)[0]}; "
+                    "the thread was changed outside the saver",
+                    scope=scope,
+                )
+            nodes.update(got)
+            want = {
+                i
+                for n in got.values()
+                if n.payload.get("lg") == "seq"
+                for i in n.payload["items"]
+                if i not in nodes
+            }
+
+        def expand(nid: str) -> builtins.list[Any]:
+            p = nodes[nid].payload
+            if p["lvl"] == 0:
+                return [decode_content(self.serde, nodes[i].payload["v"]) for i in p["items"]]
+            return [x for child in p["items"] for x in expand(child)]
+
+        out: builtins.list[Any] = []
+        for r in refs:
+            if "j" in r:
+                out.append(r["j"])
+            elif "b" in r:
+                out.append(decode_content(self.serde, nodes[r["b"]].payload["v"]))
+            else:
+                out.append(expand(r["l"]) if r.get("l") else [])
+        return out
+
+    # -- reading -------------------------------------------------------------------
+
+    async def _pointer(self, scope: str, e: str, cid: str) -> CausalNode | None:
+        ptr = await self.store.resource_head(self.namespace, scope, _id_key(e, cid))
+        if ptr is None or ptr.payload.get("deleted"):
+            return None
+        got = await self.store.get_nodes(self.namespace, scope, [ptr.payload["cp"]])
+        return got.get(ptr.payload["cp"])
+
+    async def _deleted(self, scope: str, e: str) -> set[str]:
+        tombs = await self.store.versions(self.namespace, scope, _del_key(e), limit=_ALL)
+        return {i for t in tombs for i in t.payload["nodes"]}
+
+    async def _latest(self, scope: str, ns: str) -> CausalNode | None:
+        e = _enc_ns(ns)
+        heads = await self.store.resource_heads(self.namespace, scope, prefix=f"lgc:{e};")
+        head = heads.get(_cp_key(e))
+        if head is None:
+            return None
+        if _del_key(e) not in heads or head.id not in await self._deleted(scope, e):
+            return head
+        async for node in self._scan(scope, ns, None):
+            return node
+        return None
+
+    async def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        conf = _configurable(config)
+        scope = _thread_scope(conf["thread_id"])
+        ns = conf.get("checkpoint_ns", "") or ""
+        cid = get_checkpoint_id(config)
+        if cid:
+            node = await self._pointer(scope, _enc_ns(ns), cid)
+        else:
+            node = await self._latest(scope, ns)
+        if node is None:
+            return None
+        return await self._tuple(str(conf["thread_id"]), scope, node)
+
+    async def _tuple(self, thread_id: str, scope: str, node: CausalNode) -> CheckpointTuple:
+        p = node.payload
+        ns, cid = p["ns"], p["id"]
+        stored = await self.store.versions(
+            self.namespace, scope, _w_key(_enc_ns(ns), cid), limit=_ALL
+        )
+        writes = _effective_writes([w.payload for w in stored])
+        channels = list(p["values"])
+        refs = [p["values"][c] for c in channels] + [w["value"] for w in writes]
+        values = await self._resolve(scope, refs)
+        checkpoint = unpack(self.serde, p["checkpoint"])
+        checkpoint["channel_values"] = dict(zip(channels, values[: len(channels)], strict=True))
+        pending: builtins.list[PendingWrite] = [
+            (w["task"], w["channel"], v)
+            for w, v in zip(writes, values[len(channels) :], strict=True)
+        ]
+
+        def cfg(checkpoint_id: str) -> RunnableConfig:
+            return {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": checkpoint_id,
+                }
+            }
+
+        return CheckpointTuple(
+            config=cfg(cid),
+            checkpoint=checkpoint,
+            metadata=unpack(self.serde, p["metadata"]),
+            parent_config=cfg(p["parent"]) if p.get("parent") else None,
+            pending_writes=pending,
+        )
+
+    async def _thread_scopes(self) -> AsyncIterator[str]:
+        after: str | None = None
+        while True:
+            page = await self.store.list_scopes(
+                self.namespace, prefix="thread:", after=after, limit=100
+            )
+            for info in page:
+                yield info.scope
+            if len(page) < 100:
+                return
+            after = page[-1].scope
+
+    async def _scan(
+        self, scope: str, ns: str | None, before_id: str | None, anchor_ns: str | None = None
+    ) -> AsyncIterator[CausalNode]:
+        """Live checkpoint nodes of a thread (one namespace or all), newest first.
+
+        Walks the thread's nodes backwards by sequence, a page at a time, so
+        ``limit=N`` reads about N steps' worth of nodes. Puts are in LangGraph
+        id order, so sequence order is checkpoint-id order.
+        """
+        heads = await self.store.resource_heads(self.namespace, scope, prefix="lgc:")
+        if not heads:
+            return
+        want = None if ns is None else _cp_key(_enc_ns(ns))
+        if want is not None and want not in heads:
+            return
+        deleted: set[str] = set()
+        for k in heads:
+            if k.endswith(";del") and (ns is None or k == _del_key(_enc_ns(ns))):
+                deleted |= await self._deleted(scope, k[4:-4])
+        start: int | None = None
+        anchor_ns = ns if ns is not None else anchor_ns
+        if before_id is not None and anchor_ns is not None:
+            anchor = await self._pointer(scope, _enc_ns(anchor_ns), before_id)
+            if anchor is not None:
+                start = anchor.sequence
+        seen: set[tuple[str, str]] = set()
+        while True:
+            page = await self.store.nodes(
+                self.namespace, scope, before=start, limit=_PAGE, descending=True
+            )
+            for n in page:
+                rk = n.resource_key
+                if n.kind != "resource" or rk is None or not rk.startswith("lgc:"):
+                    continue
+                if not rk.endswith(";cp") or (want is not None and rk != want):
+                    continue
+                if n.id in deleted:
+                    continue
+                key = (n.payload["ns"], n.payload["id"])
+                if key in seen:
+                    continue  # an older put of the same checkpoint id
+                seen.add(key)
+                if before_id is not None and n.payload["id"] >= before_id:
+                    continue
+                yield n
+            if len(page) < _PAGE:
+                return
+            start = page[-1].sequence
+
+    async def _iter(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        if limit is not None and limit <= 0:
+            return
+        before_id = get_checkpoint_id(before) if before else None
+        if config is not None:
+            conf = _configurable(config)
+            ns: str | None = conf.get("checkpoint_ns")
+            cid = conf.get("checkpoint_id")
+            threads: AsyncIterator[str] = _one(_thread_scope(conf["thread_id"]))
+        else:
+            ns, cid = None, None
+            threads = self._thread_scopes()
+        before_ns = ns
+        if before is not None and before_ns is None:
+            before_ns = before.get("configurable", {}).get("checkpoint_ns")
+        count = 0
+        async for scope in threads:
+            thread_id = scope[len("thread:") :]
+            async for node in self._scan(scope, ns, before_id, before_ns):
+                p = node.payload
+                if cid and p["id"] != cid:
+                    continue
+                if filter:
+                    md = unpack(self.serde, p["metadata"])
+                    if not all(md.get(k) == v for k, v in filter.items()):
+                        continue
+                yield await self._tuple(thread_id, scope, node)
+                count += 1
+                if limit is not None and count >= limit:
+                    return
+
+    # -- writing -------------------------------------------------------------------
+
+    def _known_ids(self, scope: str, generation: int) -> set[str]:
+        entry = self._known.get(scope)
+        if entry is None or entry[0] != generation:
+            entry = (generation, set())
+            self._known.put(scope, entry)
+        return entry[1]
+
+    async def _append_missing(
+        self, txn: Transaction, scope: str, planned: Sequence[Planned]
+    ) -> builtins.list[str]:
+        """Append the planned nodes the scope does not hold yet; return their ids."""
+        generation = (await txn.head(scope)).generation
+        known = self._known_ids(scope, generation)
+        todo = [p for p in dedupe(planned) if p.id not in known]
+        if not todo:
+            return []
+        found = await self.store.get_nodes(self.namespace, scope, [p.id for p in todo])
+        known.update(found)
+        added: builtins.list[str] = []
+        for p in todo:
+            if p.id in found:
+                continue
+            node = await txn.append(scope, p.kind, p.payload, parents=p.parents)
+            if node.id != p.id:  # the identity rule changed under us: never store garbage
+                raise StoreError(f"planned node {p.id} was computed as {node.id}")
+            added.append(p.id)
+        return added
+
+    def _remember(self, scope: str, generation: int, ids: Sequence[str]) -> None:
+        self._known_ids(scope, generation).update(ids)
+
+    async def _put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        conf = _configurable(config)
+        thread_id = conf["thread_id"]
+        scope = _thread_scope(thread_id)
+        ns = conf.get("checkpoint_ns", "") or ""
+        parent_id = conf.get("checkpoint_id")
+        e = _enc_ns(ns)
+        header = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        values = checkpoint.get("channel_values", {})
+        versions = checkpoint.get("channel_versions", {})
+        md = get_serializable_checkpoint_metadata(config, metadata)
+        # CPU work first, outside the transaction: encode every changed channel.
+        changed: dict[str, tuple[dict[str, Any], builtins.list[Planned]] | None] = {
+            k: (self._encode(values[k]) if k in values else None) for k in new_versions
+        }
+        base = {
+            "lg": "cp",
+            "ns": ns,
+            "id": checkpoint["id"],
+            "parent": parent_id,
+            "ts": checkpoint.get("ts"),
+            "checkpoint": pack(self.serde, header),
+            "metadata": pack(self.serde, md),
+        }
+
+        async def carried(txn: Transaction) -> dict[str, Any]:
+            """Refs of unchanged channels, from the parent checkpoint (usually the head)."""
+            need = [k for k in versions if k not in new_versions]
+            if not need:
+                return {}
+            head = await txn.resource_head(scope, _cp_key(e))
+            parent = head if head is not None and head.payload["id"] == parent_id else None
+            if parent is None and parent_id:
+                parent = await self._pointer(scope, e, parent_id)
+            sources = [n for n in (parent, head) if n is not None]
+            refs: dict[str, Any] = {}
+            for k in need:
+                for src in sources:
+                    ref = src.payload["values"].get(k)
+                    if ref is not None and _version_of(self, src, k) == versions[k]:
+                        refs[k] = ref
+                        break
+            return refs
+
+        async def fn(txn: Transaction) -> tuple[int, builtins.list[str]]:
+            generation = (await txn.head(scope)).generation
+            refs = await carried(txn)
+            planned: builtins.list[Planned] = []
+            for k in versions:
+                if k in refs or k in changed:
+                    continue
+                if k in values:  # no stored value for this version: keep the one given
+                    changed[k] = self._encode(values[k])
+            for k, enc in changed.items():
+                if enc is not None and k in versions:
+                    refs[k] = enc[0]
+                    planned.extend(enc[1])
+            added = await self._append_missing(txn, scope, planned)
+            payload = {**base, "values": {k: refs[k] for k in sorted(refs)}}
+            frontier = await txn.frontier(scope)
+            parents = set(frontier)
+            for ref in refs.values():
+                parents.update(ref_ids(ref))
+            node = await txn.append(
+                scope, "resource", payload, parents=sorted(parents), resource_key=_cp_key(e)
+            )
+            ptr = await txn.append(
+                scope,
+                "resource",
+                {"lg": "id", "id": checkpoint["id"], "cp": node.id},
+                parents=[node.id],
+                resource_key=_id_key(e, checkpoint["id"]),
+            )
+            return generation, [*added, node.id, ptr.id]
+
+        generation, added = await transact(self.store, self.namespace, fn)
+        self._remember(scope, generation, added)
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    async def _put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        conf = _configurable(config)
+        scope = _thread_scope(conf["thread_id"])
+        ns = conf.get("checkpoint_ns", "") or ""
+        cid = conf.get("checkpoint_id")
+        if not cid:
+            raise InvalidRequest("put_writes needs a config with a checkpoint_id", field="config")
+        e = _enc_ns(ns)
+        encoded = [
+            (WRITES_IDX_MAP.get(channel, idx), channel, self._encode(value))
+            for idx, (channel, value) in enumerate(writes)
+        ]
+
+        async def fn(txn: Transaction) -> tuple[int, builtins.list[str]]:
+            generation = (await txn.head(scope)).generation
+            stored = await self.store.versions(self.namespace, scope, _w_key(e, cid), limit=_ALL)
+            have = {(w.payload["task"], w.payload["idx"]) for w in stored}
+            ptr = await txn.resource_head(scope, _id_key(e, cid))
+            anchor = ptr.payload.get("cp") if ptr is not None else None
+            added: builtins.list[str] = []
+            for idx, channel, (ref, planned) in encoded:
+                if idx >= 0 and (task_id, idx) in have:
+                    continue  # LangGraph: a regular write is stored once per (task, idx)
+                have.add((task_id, idx))
+                added += await self._append_missing(txn, scope, planned)
+                parents = set(ref_ids(ref))
+                if anchor:
+                    parents.add(anchor)
+                else:
+                    parents.update(await txn.frontier(scope))
+                node = await txn.append(
+                    scope,
+                    "resource",
+                    {
+                        "lg": "w",
+                        "cp": cid,
+                        "task": task_id,
+                        "idx": idx,
+                        "channel": channel,
+                        "path": task_path,
+                        "value": ref,
+                    },
+                    parents=sorted(parents),
+                    resource_key=_w_key(e, cid),
+                )
+                added.append(node.id)
+            return generation, added
+
+        generation, added = await transact(self.store, self.namespace, fn)
+        self._remember(scope, generation, added)
+
+    # -- deleting, copying, pruning ----------------------------------------------------
+
+    async def _delete_thread(self, thread_id: str) -> None:
+        scope = _thread_scope(thread_id)
+        if (await self.store.head(self.namespace, scope)).sequence:
+            await self.store.reset_scope(self.namespace, scope)
+        self._known.pop(scope)
+
+    async def _tombstone(self, scope: str, e: str, victims: Sequence[CausalNode]) -> None:
+        if not victims:
+            return
+        ids = {v.id for v in victims}
+        cids = sorted({v.payload["id"] for v in victims})
+
+        async def fn(txn: Transaction) -> None:
+            await txn.append(
+                scope,
+                "resource",
+                {"lg": "del", "nodes": sorted(ids), "ids": cids},
+                resource_key=_del_key(e),
+            )
+            for cid in cids:
+                ptr = await txn.resource_head(scope, _id_key(e, cid))
+                if ptr is not None and ptr.payload.get("cp") in ids:
+                    await txn.append(
+                        scope,
+                        "resource",
+                        {"lg": "id", "id": cid, "deleted": True},
+                        resource_key=_id_key(e, cid),
+                    )
+
+        await transact(self.store, self.namespace, fn)
+
+    async def _live_checkpoints(self, scope: str) -> dict[str, builtins.list[CausalNode]]:
+        """Every live checkpoint node of a thread, per encoded namespace, oldest first."""
+        heads = await self.store.resource_heads(self.namespace, scope, prefix="lgc:")
+        out: dict[str, builtins.list[CausalNode]] = {}
+        for k in heads:
+            if not k.endswith(";cp"):
+                continue
+            e = k[4:-3]
+            dead = await self._deleted(scope, e) if _del_key(e) in heads else set()
+            out[e] = [
+                n
+                for n in await self.store.versions(self.namespace, scope, k, limit=_ALL)
+                if n.id not in dead
+            ]
+        return out
+
+    async def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        wanted = set(run_ids)
+        if not wanted:
+            return
+        async for scope in self._thread_scopes():
+            for e, nodes in (await self._live_checkpoints(scope)).items():
+                victims = [
+                    n
+                    for n in nodes
+                    if unpack(self.serde, n.payload["metadata"]).get("run_id") in wanted
+                ]
+                await self._tombstone(scope, e, victims)
+
+    async def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
+        if strategy not in ("keep_latest", "delete"):
+            raise InvalidRequest(
+                f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'",
+                field="strategy",
+            )
+        for thread_id in thread_ids:
+            scope = _thread_scope(thread_id)
+            if strategy == "delete":
+                await self._delete_thread(thread_id)
+                continue
+            for e, nodes in (await self._live_checkpoints(scope)).items():
+                await self._tombstone(scope, e, nodes[:-1])
+
+    async def _copy_thread(self, source: str, target: str) -> None:
+        src, dst = _thread_scope(source), _thread_scope(target)
+        if src == dst:
+            raise InvalidRequest("copy_thread needs two different threads", field="target")
+        remap: dict[str, str] = {}  # source checkpoint node id -> target node id
+        after = 0
+        while True:
+            page = await self.store.nodes(self.namespace, src, after=after, limit=_PAGE)
+            if not page:
+                return
+            after = page[-1].sequence
+            batch = [
+                n for n in page if isinstance(n.payload, dict) and n.payload.get("lg") in _LG_TYPES
+            ]
+            if batch:
+                done = dict(remap)
+
+                async def fn(
+                    txn: Transaction,
+                    batch: builtins.list[CausalNode] = batch,
+                    done: dict[str, str] = done,
+                ) -> tuple[int, builtins.list[str], dict[str, str]]:
+                    return await self._copy_batch(txn, dst, batch, dict(done))
+
+                generation, added, remap = await transact(self.store, self.namespace, fn)
+                self._remember(dst, generation, added)
+
+    async def _copy_batch(
+        self, txn: Transaction, dst: str, batch: Sequence[CausalNode], remap: dict[str, str]
+    ) -> tuple[int, builtins.list[str], dict[str, str]]:
+        generation = (await txn.head(dst)).generation
+        added: builtins.list[str] = []
+        for n in batch:
+            p = n.payload
+            lg = p["lg"]
+            if lg in _CONTENT_TYPES:
+                planned = Planned(id=n.id, kind=n.kind, payload=p, parents=n.parents)
+                added += await self._append_missing(txn, dst, [planned])
+                continue
+            parents: set[str] = set()
+            if lg == "cp":
+                parents.update(await txn.frontier(dst))
+                for ref in p["values"].values():
+                    parents.update(ref_ids(ref))
+            elif lg == "id" and "cp" in p:
+                p = {**p, "cp": remap[p["cp"]]}
+                parents.add(p["cp"])
+            elif lg == "w":
+                parents.update(ref_ids(p["value"]))
+                parents.update(remap[x] for x in n.parents if x in remap)
+                if not parents:
+                    parents.update(await txn.frontier(dst))
+            elif lg == "del":
+                p = {**p, "nodes": sorted(remap.get(x, x) for x in p["nodes"])}
+                parents.update(await txn.frontier(dst))
+            else:
+                parents.update(await txn.frontier(dst))
+            node = await txn.append(
+                dst, n.kind, p, parents=sorted(parents), resource_key=n.resource_key
+            )
+            remap[n.id] = node.id
+            added.append(node.id)
+        return generation, added, remap
+
+
+def _version_of(saver: TetherSaver, node: CausalNode, channel: str) -> Any:
+    header = unpack(saver.serde, node.payload["checkpoint"])
+    return header.get("channel_versions", {}).get(channel)
+
+
+def _effective_writes(stored: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """LangGraph's write rules: a regular (task, idx) keeps its first write, a special one
+    (error, interrupt...) its last; the result is in ``writes_sort_key`` order."""
+    by_key: dict[tuple[str, int], dict[str, Any]] = {}
+    for w in stored:
+        key = (w["task"], w["idx"])
+        if key not in by_key or w["idx"] < 0:
+            by_key[key] = w
+    return sorted(by_key.values(), key=lambda w: writes_sort_key(w["path"], w["task"], w["idx"]))
+
+
+async def _one(item: str) -> AsyncIterator[str]:
+    yield item

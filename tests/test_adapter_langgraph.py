@@ -1,0 +1,399 @@
+"""The LangGraph checkpointer: LangGraph's own conformance suite, a real graph, storage cost.
+
+* ``validate()`` of the PyPI package langgraph-checkpoint-conformance, every base
+  and extended capability, through the async methods and again through the sync
+  ones (the suite only calls async methods, so a wrapper routes them to the sync
+  methods from a worker thread), on memory:// and on SQLite;
+* a StateGraph with an ``add_messages`` channel and a scripted chat model, run
+  for many turns through ``ainvoke`` and through ``invoke``; the state survives
+  reopening the SQLite file;
+* a step stores only its new messages: the bytes a turn adds do not grow with
+  the length of the conversation;
+* values round-trip exactly (hypothesis), and messages become tether
+  conversation nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph.checkpoint.conformance")
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
+from langgraph.checkpoint.conformance.test_utils import (
+    generate_checkpoint,
+    generate_config,
+    generate_metadata,
+)
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+from tether import InvalidRequest
+from tether.adapters.langgraph import TetherSaver
+from tether.store import Store, open_store
+from tether.store.memory import MemoryStore
+
+# -- conformance ---------------------------------------------------------------
+
+
+class SyncRouted(BaseCheckpointSaver[str]):
+    """Async methods that run the wrapped saver's *sync* methods in a worker thread."""
+
+    def __init__(self, inner: TetherSaver) -> None:
+        super().__init__(serde=inner.serde)
+        self.inner = inner
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.inner.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        def run() -> list[CheckpointTuple]:
+            return list(self.inner.list(config, filter=filter, before=before, limit=limit))
+
+        for t in await asyncio.to_thread(run):
+            yield t
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await asyncio.to_thread(self.inner.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await asyncio.to_thread(self.inner.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.inner.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.inner.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.inner.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(self.inner.prune, thread_ids, strategy=strategy)
+
+
+async def _sqlite(tmp_path: Path) -> Store:
+    return await open_store(f"sqlite:///{tmp_path / f'{uuid.uuid4().hex}.db'}")
+
+
+def _assert_all_passed(report: Any) -> None:
+    assert set(report.results) == {c.value for c in ALL_CAPABILITIES}
+    failures = {
+        name: r.failures
+        for name, r in report.results.items()
+        if not (r.detected and r.passed and r.tests_failed == 0 and r.tests_passed > 0)
+    }
+    assert not failures, failures
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@pytest.mark.parametrize("route", ["async", "sync"])
+async def test_conformance_suite(backend: str, route: str, tmp_path: Path) -> None:
+    stores: list[Store] = []
+
+    @checkpointer_test(name=f"tether-{backend}-{route}")
+    async def factory() -> AsyncIterator[BaseCheckpointSaver[Any]]:
+        store = MemoryStore() if backend == "memory" else await _sqlite(tmp_path)
+        stores.append(store)
+        saver = TetherSaver(store, namespace=f"conf-{uuid.uuid4().hex[:8]}")
+        yield saver if route == "async" else SyncRouted(saver)
+
+    try:
+        report = await validate(factory)
+    finally:
+        for s in stores:
+            await s.close()
+    _assert_all_passed(report)
+
+
+async def test_conformance_detects_a_broken_saver() -> None:
+    """The harness can fail: a saver that forgets pending writes is caught."""
+
+    class Forgetful(TetherSaver):
+        async def aput_writes(self, *a: Any, **kw: Any) -> None:
+            return None
+
+    @checkpointer_test(name="forgetful")
+    async def factory() -> AsyncIterator[BaseCheckpointSaver[Any]]:
+        yield Forgetful(MemoryStore())
+
+    report = await validate(factory, capabilities={"put_writes"})
+    assert report.results["put_writes"].passed is False
+
+
+# -- a real graph ------------------------------------------------------------------
+
+
+def _graph(saver: BaseCheckpointSaver[Any], replies: Iterator[AIMessage]) -> Any:
+    model = GenericFakeChatModel(messages=replies)
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    return builder.compile(checkpointer=saver)
+
+
+def _replies(n: int) -> Iterator[AIMessage]:
+    return iter(AIMessage(content=f"reply {i} " + "x" * 80, id=f"ai-{i}") for i in range(n))
+
+
+async def test_graph_turns_persist_across_reopen(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'lg.db'}"
+    config: RunnableConfig = {"configurable": {"thread_id": "chat-1"}}
+    async with await TetherSaver.afrom_url(url) as saver:
+        graph = _graph(saver, _replies(5))
+        for i in range(5):
+            out = await graph.ainvoke({"messages": [HumanMessage(f"question {i}")]}, config)
+        assert [m.content for m in out["messages"]][-2:] == ["question 4", "reply 4 " + "x" * 80]
+    async with await TetherSaver.afrom_url(url) as saver:
+        graph = _graph(saver, _replies(0))
+        state = await graph.aget_state(config)
+        msgs = state.values["messages"]
+        assert len(msgs) == 10
+        assert [type(m) for m in msgs[:2]] == [HumanMessage, AIMessage]
+        assert msgs[1].id == "ai-0" and msgs[9].content.startswith("reply 4")
+        history = [s async for s in graph.aget_state_history(config)]
+        assert len(history) == 15  # input + loop checkpoints: 3 per turn
+        assert (
+            history[0].config["configurable"]["checkpoint_id"]
+            == (state.config["configurable"]["checkpoint_id"])
+        )
+
+
+def test_sync_graph_with_a_private_loop(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'sync.db'}"
+    config: RunnableConfig = {"configurable": {"thread_id": "sync-1"}}
+    with TetherSaver.from_url(url) as saver:
+        graph = _graph(saver, _replies(3))
+        for i in range(3):
+            graph.invoke({"messages": [HumanMessage(f"q{i}")]}, config)
+        state = graph.get_state(config)
+        assert [m.content for m in state.values["messages"]][::2] == ["q0", "q1", "q2"]
+        assert len(list(saver.list(config))) == 9
+        assert saver._bridge.owns_loop
+    assert not saver._bridge.owns_loop  # closed: the loop thread is gone
+
+
+async def test_sync_method_on_the_home_loop_says_what_to_do() -> None:
+    saver = TetherSaver(MemoryStore())
+    with pytest.raises(InvalidRequest, match="use the async methods"):
+        saver.get_tuple(generate_config())
+
+
+async def _bytes(store: Store, ns: str, thread: str) -> int:
+    return (await store.stats(ns, f"thread:{thread}")).payload_bytes
+
+
+async def test_a_step_stores_only_its_new_messages() -> None:
+    store = MemoryStore()
+    saver = TetherSaver(store, namespace="cost")
+    graph = _graph(saver, _replies(120))
+    config: RunnableConfig = {"configurable": {"thread_id": "long"}}
+    per_turn: list[int] = []
+    for i in range(120):
+        before = await _bytes(store, "cost", "long")
+        await graph.ainvoke({"messages": [HumanMessage(f"question {i} " + "y" * 80)]}, config)
+        per_turn.append(await _bytes(store, "cost", "long") - before)
+    # Turn 110 holds 220 messages, turn 10 holds 20: the cost of a turn must not
+    # follow the history (a whole-list saver would store ~11x more at turn 110).
+    late, early = sum(per_turn[100:110]), sum(per_turn[10:20])
+    assert late < 1.5 * early, (early, late)
+    state = await graph.aget_state(config)
+    assert len(state.values["messages"]) == 240
+
+
+async def test_messages_are_conversation_nodes() -> None:
+    store = MemoryStore()
+    saver = TetherSaver(store, namespace="conv", llm="assistant")
+    graph = _graph(saver, _replies(2))
+    config: RunnableConfig = {"configurable": {"thread_id": "c"}}
+    await graph.ainvoke({"messages": [HumanMessage("hello")]}, config)
+    await graph.ainvoke({"messages": [HumanMessage("again")]}, config)
+    nodes = await store.nodes("conv", "thread:c")
+    goals = [n.payload for n in nodes if n.kind == "goal"]
+    inferences = [n.payload for n in nodes if n.kind == "inference"]
+    assert [g["input"] for g in goals] == ["hello", "again"]
+    assert [i["content"][:7] for i in inferences] == ["reply 0", "reply 1"]
+    assert all(p["llm"] == "assistant" for p in goals + inferences)
+    # every message is stored exactly once although it is in 6 checkpoints
+    assert len(goals) == 2 and len(inferences) == 2
+
+
+async def test_tool_messages_map_to_tool_results() -> None:
+    store = MemoryStore()
+    saver = TetherSaver(store, namespace="tools")
+    config = generate_config("t")
+    call = AIMessage(content="", tool_calls=[{"id": "c1", "name": "add", "args": {"a": 1}}])
+    msgs = [HumanMessage("add"), call, ToolMessage("2", tool_call_id="c1", name="add")]
+    cp = generate_checkpoint(channel_values={"messages": msgs}, channel_versions={"messages": 1})
+    stored = await saver.aput(config, cp, generate_metadata(), {"messages": 1})
+    got = await saver.aget_tuple(stored)
+    assert got is not None and got.checkpoint["channel_values"]["messages"] == msgs
+    nodes = await store.nodes("tools", "thread:t")
+    kinds = {n.kind: n.payload for n in nodes}
+    assert kinds["inference"]["tool_calls"] == [{"id": "c1", "name": "add", "arguments": {"a": 1}}]
+    assert kinds["tool_result"]["call_id"] == "c1" and kinds["tool_result"]["content"] == "2"
+
+
+# -- exact values ----------------------------------------------------------------------
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**60), max_value=2**60),
+    st.floats(allow_nan=False),
+    st.text(max_size=20),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal with exact types (1, 1.0 and True differ)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, float) and a != a:
+        return b != b
+    return bool(a == b)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(st.tuples(st.lists(values, max_size=40), values), min_size=1, max_size=5))
+def test_values_round_trip_exactly(steps: list[tuple[list[Any], Any]]) -> None:
+    async def run() -> None:
+        saver = TetherSaver(MemoryStore())
+        parent: RunnableConfig | None = None
+        stored = []
+        for i, (items, other) in enumerate(steps):
+            config = generate_config("t")
+            if parent is not None:
+                config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
+            cp = generate_checkpoint(
+                channel_values={"items": items, "other": other},
+                channel_versions={"items": i + 1, "other": i + 1},
+            )
+            parent = await saver.aput(
+                config, cp, generate_metadata(step=i), {"items": i + 1, "other": i + 1}
+            )
+            stored.append((parent, items, other))
+        for cfg, items, other in stored:
+            got = await saver.aget_tuple(cfg)
+            assert got is not None
+            assert _same(got.checkpoint["channel_values"]["items"], items)
+            assert _same(got.checkpoint["channel_values"]["other"], other)
+
+    asyncio.run(run())
+
+
+async def test_equal_json_but_different_types_stay_apart() -> None:
+    saver = TetherSaver(MemoryStore())
+    cfgs = []
+    for i, v in enumerate(
+        [[1, {"a": 1, "b": 2}], [1.0, {"b": 2, "a": 1}], [True, {"a": 1, "b": 2}]]
+    ):
+        cp = generate_checkpoint(channel_values={"x": v}, channel_versions={"x": i + 1})
+        cfgs.append(
+            (await saver.aput(generate_config("t"), cp, generate_metadata(), {"x": i + 1}), v)
+        )
+    for cfg, v in cfgs:
+        got = await saver.aget_tuple(cfg)
+        assert got is not None and _same(got.checkpoint["channel_values"]["x"], v)
+
+
+async def test_deleting_the_latest_run_falls_back_to_the_previous_checkpoint() -> None:
+    saver = TetherSaver(MemoryStore())
+    first = await saver.aput(
+        generate_config("t"), generate_checkpoint(), generate_metadata(run_id="r1"), {}
+    )
+    cfg = generate_config("t")
+    cfg["configurable"]["checkpoint_id"] = first["configurable"]["checkpoint_id"]
+    await saver.aput(cfg, generate_checkpoint(), generate_metadata(run_id="r2"), {})
+    await saver.adelete_for_runs(["r2"])
+    latest = await saver.aget_tuple(generate_config("t"))
+    assert latest is not None
+    assert latest.config["configurable"]["checkpoint_id"] == first["configurable"]["checkpoint_id"]
+    await saver.adelete_for_runs(["r1"])
+    assert await saver.aget_tuple(generate_config("t")) is None
+
+
+async def test_copy_keeps_values_and_deleted_checkpoints_stay_deleted() -> None:
+    saver = TetherSaver(MemoryStore())
+    parent: RunnableConfig | None = None
+    msgs: list[Any] = []
+    for i in range(3):
+        msgs = [*msgs, HumanMessage(f"m{i}", id=f"h{i}")]
+        cfg = generate_config("src")
+        if parent:
+            cfg["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
+        cp = generate_checkpoint(
+            channel_values={"messages": msgs}, channel_versions={"messages": i + 1}
+        )
+        parent = await saver.aput(
+            cfg, cp, generate_metadata(step=i, run_id=f"r{i}"), {"messages": i + 1}
+        )
+    await saver.adelete_for_runs(["r1"])
+    await saver.acopy_thread("src", "dst")
+    src = [t async for t in saver.alist(generate_config("src"))]
+    dst = [t async for t in saver.alist(generate_config("dst"))]
+    assert [t.metadata["step"] for t in dst] == [2, 0]
+    assert [t.checkpoint["channel_values"] for t in dst] == [
+        t.checkpoint["channel_values"] for t in src
+    ]
+
+
+async def test_bad_config_is_a_typed_error() -> None:
+    saver = TetherSaver(MemoryStore())
+    with pytest.raises(InvalidRequest):
+        await saver.aget_tuple({"configurable": {}})
+    with pytest.raises(InvalidRequest):
+        await saver.aprune(["t"], strategy="shred")

@@ -18,9 +18,22 @@ from tether import control
 from tether.store import ScopeWrite
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(
+    params=[
+        "memory",
+        "sqlite",
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tether.Store]:
-    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'c.db'}"
+    if request.param == "memory":
+        url = "memory://"
+    elif request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'c.db'}"
+    else:  # real servers; every test uses its own uuid namespace
+        pytest.importorskip(f"tether.store.{request.param}", reason="backend not in this tree")
+        url = request.getfixturevalue(f"{request.param}_url")
     s = await tether.open_store(url)
     try:
         yield s

@@ -1,0 +1,495 @@
+"""The Redis backend (``redis://host:port/db``, ``rediss://`` for TLS; extra ``redis``).
+
+Every write is one Lua script, so a commit that touches several scopes checks
+each scope's head and writes all of it in one atomic step, and a reset bumps the
+generation in the same step that deletes the nodes. Reads are indexed (hashes
+and sorted sets); no code path uses KEYS. The key layout, the scripts and the
+persistence settings tether needs are in docs/redis.md.
+
+All keys of a namespace share the hash tag ``{namespace}`` so that, on Redis
+Cluster, one namespace lives in one slot and its scripts stay single-slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Final
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import orjson
+
+try:
+    import redis.asyncio as aioredis
+    from redis.exceptions import RedisError
+except ImportError as e:  # pragma: no cover - exercised only without the extra
+    raise ImportError("the Redis backend needs redis-py: pip install 'tether[redis]'") from e
+
+from .._errors import InvalidRequest, StoreError
+from .._graph import CausalNode
+from . import _redis_lua as lua
+from ._base import (
+    DuplicateNodes,
+    Head,
+    PayloadCodec,
+    ScopeInfo,
+    ScopeStats,
+    ScopeWrite,
+    Store,
+    check_name,
+    check_writes,
+    conflict,
+)
+
+DEFAULT_PREFIX: Final = "tether:"
+# Scopes reset per script call in delete_namespace: bounds how long Redis blocks.
+DELETE_BATCH: Final = 256
+_SEQ_DIGITS: Final = 12
+# Options forwarded to redis.asyncio.Redis.from_url.
+_CLIENT_OPTIONS: Final = frozenset(
+    {
+        "max_connections",
+        "socket_timeout",
+        "socket_connect_timeout",
+        "health_check_interval",
+        "client_name",
+        "username",
+        "password",
+        "ssl_cert_reqs",
+        "ssl_ca_certs",
+        "ssl_certfile",
+        "ssl_keyfile",
+    }
+)
+
+
+def _tag(namespace: str) -> str:
+    # Escape the hash-tag delimiters (and the escape itself) so the tag always spans
+    # the whole namespace and two namespaces never share a key.
+    return namespace.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+
+
+def _check_prefix(prefix: object) -> str:
+    if (
+        not isinstance(prefix, str)
+        or not prefix
+        or len(prefix) > 128
+        or any(c in prefix for c in "{}*?[]\\")
+        or any(ord(c) < 33 or ord(c) == 127 for c in prefix)
+    ):
+        raise InvalidRequest(
+            f"a Redis key prefix is 1-128 printable characters without spaces, braces "
+            f"or glob characters (*?[]\\), got {prefix!r}",
+            field="prefix",
+        )
+    return prefix
+
+
+def _escape_key(key: str) -> bytes:
+    # Resource keys may hold NUL; escaping it to NUL 0x01 makes NUL NUL an unambiguous
+    # terminator, so the versions of "a" never share a lex range with those of "a\x00b".
+    return key.encode().replace(b"\x00", b"\x00\x01") + b"\x00\x00"
+
+
+def _prefix_range(prefix: bytes) -> tuple[bytes, bytes]:
+    """ZRANGEBYLEX bounds of every member starting with ``prefix``.
+
+    0xff never occurs in UTF-8, so every such member sorts below prefix + 0xff.
+    """
+    if not prefix:
+        return b"-", b"+"
+    return b"[" + prefix, b"(" + prefix + b"\xff"
+
+
+def _encode_node(node: CausalNode, payload: bytes) -> bytes:
+    # The header is JSON without raw newlines, so the first newline ends it; the
+    # payload bytes after it are the codec's (possibly binary, e.g. encrypted).
+    header = orjson.dumps(
+        [node.id, node.kind, list(node.parents), node.created_at, node.sequence, node.resource_key]
+    )
+    return header + b"\n" + payload
+
+
+class RedisStore(Store):
+    """tether's store on Redis. Open with ``await tether.open_store("redis://...")``.
+
+    Options: ``prefix`` (key prefix, default ``tether:``; also ``?prefix=`` in the
+    URL) so that several deployments or test runs share one database, ``codec``,
+    and the client options ``max_connections``, ``socket_timeout``... of redis-py.
+    """
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        url: str,
+        prefix: str = DEFAULT_PREFIX,
+        codec: PayloadCodec | None = None,
+    ) -> None:
+        super().__init__(codec=codec)
+        self.url = url
+        self.prefix = _check_prefix(prefix)
+        self._r = client
+        self._p = prefix.encode()
+        self._closed = False
+        self._commit = client.register_script(lua.COMMIT)
+        self._reset = client.register_script(lua.RESET)
+        self._delete_batch = client.register_script(lua.DELETE_BATCH)
+        self._range = client.register_script(lua.RANGE)
+        self._get = client.register_script(lua.GET)
+        self._heads = client.register_script(lua.HEADS)
+        self._versions = client.register_script(lua.VERSIONS)
+        self._scopes = client.register_script(lua.SCOPES)
+
+    @classmethod
+    async def open(cls, url: str, **options: Any) -> RedisStore:
+        """Connect, check the server answers, and return the store."""
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        prefix = options.pop("prefix", None)
+        rest = []
+        for k, v in query:
+            if k == "prefix":
+                prefix = prefix if prefix is not None else v
+            else:
+                rest.append((k, v))
+        codec = options.pop("codec", None)
+        unknown = set(options) - _CLIENT_OPTIONS
+        if unknown:
+            raise InvalidRequest(
+                f"unknown Redis store option(s) {sorted(unknown)}; accepted: prefix, codec, "
+                + ", ".join(sorted(_CLIENT_OPTIONS)),
+                field="options",
+            )
+        client_url = urlunsplit(parts._replace(query=urlencode(rest)))
+        prefix = _check_prefix(DEFAULT_PREFIX if prefix is None else prefix)
+        try:
+            client = aioredis.Redis.from_url(client_url, decode_responses=False, **options)
+        except (ValueError, TypeError, RedisError) as e:
+            raise InvalidRequest(f"invalid Redis URL {url!r}: {e}", field="url") from e
+        store = cls(client, url=url, prefix=prefix, codec=codec)
+        try:
+            async with store._errors("connect"):
+                await client.ping()
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._r.aclose()
+
+    # -- keys ----------------------------------------------------------------------
+
+    def _stem(self, namespace: str) -> bytes:
+        return self._p + b"{" + _tag(namespace).encode() + b"}"
+
+    def _scope_keys(self, namespace: str, scope: str) -> list[bytes]:
+        """meta, nodes, ids, rkeys, rheads, versions: the order the scripts expect."""
+        stem, s = self._stem(namespace), scope.encode()
+        return [stem + t + s for t in (b":h:", b":n:", b":i:", b":r:", b":rh:", b":v:")]
+
+    def _ns_keys(self, namespace: str) -> tuple[bytes, bytes]:
+        """The namespace's non-empty scopes and every scope with a stored head."""
+        stem = self._stem(namespace)
+        return stem + b":scopes", stem + b":known"
+
+    @property
+    def _namespaces_key(self) -> bytes:
+        # Outside every namespace's slot: maintained next to the scripts, not in them.
+        return self._p + b"namespaces"
+
+    @asynccontextmanager
+    async def _errors(self, what: str) -> AsyncIterator[None]:
+        if self._closed:
+            raise StoreError("this Redis store is closed; open a new one with open_store")
+        try:
+            yield
+        except RedisError as e:
+            raise StoreError(
+                f"Redis {what} failed ({type(e).__name__}: {e}); check the server at {self.url}",
+                operation=what,
+            ) from e
+
+    def _decode(self, namespace: str, scope: str, blob: bytes) -> CausalNode:
+        header, _, payload = blob.partition(b"\n")
+        nid, kind, parents, created_at, sequence, rk = orjson.loads(header)
+        return CausalNode(
+            id=nid,
+            kind=kind,
+            parents=tuple(parents),
+            payload=self.codec.decode(namespace, scope, payload),
+            created_at=created_at,
+            sequence=sequence,
+            resource_key=rk,
+        )
+
+    # -- writing -------------------------------------------------------------------
+
+    def _plan(self, namespace: str, w: ScopeWrite) -> list[bytes | str | int]:
+        args: list[bytes | str | int] = [
+            w.scope,
+            w.expected_generation,
+            w.expected_sequence,
+            w.expected_sequence + len(w.nodes),
+            ",".join(w.frontier),
+            len(w.nodes),
+        ]
+        resources: list[bytes | str | int] = []
+        kinds: dict[str, int] = {}
+        nbytes = 0
+        for n in w.nodes:
+            payload = self.codec.encode(namespace, w.scope, n.payload)
+            nbytes += len(payload)
+            kinds[n.kind] = kinds.get(n.kind, 0) + 1
+            args += [n.id, n.sequence, _encode_node(n, payload)]
+            if n.resource_key is not None:
+                member = _escape_key(n.resource_key) + str(n.sequence).zfill(_SEQ_DIGITS).encode()
+                resources += [n.resource_key, n.sequence, member]
+        args.append(len(resources) // 3)
+        args += resources
+        args += [nbytes, len(kinds)]
+        for k, c in kinds.items():
+            args += [k, c]
+        return args
+
+    async def commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
+        check_writes(namespace, writes)
+        if not writes:
+            return
+        keys = list(self._ns_keys(namespace))
+        args: list[bytes | str | int] = [len(writes)]
+        for w in writes:
+            keys += self._scope_keys(namespace, w.scope)
+            args += self._plan(namespace, w)
+        # Pipelined (one round trip) but not transactional: the namespace index lives
+        # in another cluster slot. Adding it after the script means a concurrent
+        # delete_namespace either sees this commit or re-adds it (_forget_if_empty).
+        async with self._errors("commit"), self._r.pipeline(transaction=False) as pipe:
+            await self._commit(keys=keys, args=args, client=pipe)
+            pipe.zadd(self._namespaces_key, {namespace.encode(): 0})
+            result, _ = await pipe.execute()
+        tag = result[0]
+        if tag == b"ok":
+            return
+        w = writes[int(result[1]) - 1]
+        if tag == b"conflict":
+            raise conflict(
+                namespace,
+                w.scope,
+                (w.expected_generation, w.expected_sequence),
+                (int(result[2]), int(result[3])),
+            )
+        dup = [x.decode() for x in result[2:]]
+        raise DuplicateNodes(
+            f"scope {w.scope!r} already holds {len(dup)} of these nodes",
+            namespace=namespace,
+            scope=w.scope,
+            ids=dup,
+        )
+
+    async def _forget_if_empty(self, namespace: str) -> None:
+        """Drop an emptied namespace from the index, re-adding it if a commit raced in."""
+        scopes, _ = self._ns_keys(namespace)
+        name = namespace.encode()
+        await self._r.zrem(self._namespaces_key, name)
+        if await self._r.zcard(scopes):
+            await self._r.zadd(self._namespaces_key, {name: 0})
+
+    async def reset_scope(self, namespace: str, scope: str) -> Head:
+        check_name("namespace", namespace)
+        check_name("scope", scope)
+        async with self._errors("reset"):
+            gen, left = await self._reset(
+                keys=[*self._scope_keys(namespace, scope), *self._ns_keys(namespace)],
+                args=[scope],
+            )
+            if not left:
+                await self._forget_if_empty(namespace)
+        return Head(generation=int(gen))
+
+    async def delete_namespace(self, namespace: str) -> int:
+        check_name("namespace", namespace)
+        stem = self._stem(namespace)
+        total = 0
+        cursor = b"-"
+        async with self._errors("delete_namespace"):
+            # Batches keep each script short (Redis runs nothing else meanwhile); each
+            # scope is still reset atomically, with its generation bumped.
+            while True:
+                count, last, _ = await self._delete_batch(
+                    keys=list(self._ns_keys(namespace)), args=[stem, cursor, DELETE_BATCH]
+                )
+                total += int(count)
+                if not last:
+                    break
+                cursor = b"(" + last
+            await self._forget_if_empty(namespace)
+        return total
+
+    # -- reading -------------------------------------------------------------------
+
+    async def head(self, namespace: str, scope: str) -> Head:
+        meta = self._scope_keys(namespace, scope)[0]
+        async with self._errors("head"):
+            got: list[Any] = await self._r.hmget(meta, [b"g", b"s", b"f"])
+        g, s, f = got
+        if g is None:
+            return Head()
+        return Head(
+            generation=int(g),
+            sequence=int(s or 0),
+            frontier=tuple(f.decode().split(",")) if f else (),
+        )
+
+    async def nodes(
+        self,
+        namespace: str,
+        scope: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 1000,
+        descending: bool = False,
+    ) -> list[CausalNode]:
+        if limit <= 0:
+            return []
+        keys = self._scope_keys(namespace, scope)[:2]
+        async with self._errors("nodes"):
+            blobs = await self._range(
+                keys=keys,
+                args=[after, -1 if before is None else max(before, 0), limit, int(descending)],
+            )
+        return [self._decode(namespace, scope, b) for b in blobs if b is not None]
+
+    async def get_nodes(
+        self, namespace: str, scope: str, ids: Sequence[str]
+    ) -> dict[str, CausalNode]:
+        if not ids:
+            return {}
+        _, nodes, idx, *_ = self._scope_keys(namespace, scope)
+        async with self._errors("get_nodes"):
+            blobs = await self._get(keys=[idx, nodes], args=list(ids))
+        out = (self._decode(namespace, scope, b) for b in blobs if b is not None)
+        return {n.id: n for n in out}
+
+    async def _resource_range(
+        self, namespace: str, scope: str, lo: bytes, hi: bytes
+    ) -> dict[str, CausalNode]:
+        _, nodes, _, rkeys, rheads, _ = self._scope_keys(namespace, scope)
+        async with self._errors("resource_heads"):
+            flat = await self._heads(keys=[rkeys, rheads, nodes], args=[lo, hi])
+        return {
+            flat[i].decode(): self._decode(namespace, scope, flat[i + 1])
+            for i in range(0, len(flat), 2)
+        }
+
+    async def resource_head(self, namespace: str, scope: str, key: str) -> CausalNode | None:
+        k = key.encode()
+        return (await self._resource_range(namespace, scope, b"[" + k, b"[" + k)).get(key)
+
+    async def resource_heads(
+        self, namespace: str, scope: str, prefix: str = ""
+    ) -> dict[str, CausalNode]:
+        return await self._resource_range(namespace, scope, *_prefix_range(prefix.encode()))
+
+    async def versions(
+        self, namespace: str, scope: str, key: str, *, limit: int = 1000
+    ) -> list[CausalNode]:
+        if limit <= 0:
+            return []
+        _, nodes, *_, versions = self._scope_keys(namespace, scope)
+        lo, hi = _prefix_range(_escape_key(key))
+        async with self._errors("versions"):
+            blobs = await self._versions(keys=[versions, nodes], args=[lo, hi, limit])
+        return [self._decode(namespace, scope, b) for b in blobs if b is not None]
+
+    async def list_namespaces(self, *, after: str | None = None, limit: int = 100) -> list[str]:
+        out: list[str] = []
+        lo = b"-" if after is None else b"(" + after.encode()
+        async with self._errors("list_namespaces"):
+            # The index may hold a namespace emptied a moment ago (see _forget_if_empty):
+            # keep only those that still hold a non-empty scope, and read on to fill the page.
+            while len(out) < limit:
+                want = limit - len(out)
+                names: list[Any] = await self._r.zrangebylex(
+                    self._namespaces_key, lo, b"+", 0, want
+                )
+                if not names:
+                    break
+                async with self._r.pipeline(transaction=False) as pipe:
+                    for n in names:
+                        pipe.zcard(self._ns_keys(n.decode())[0])
+                    counts = await pipe.execute()
+                out += [n.decode() for n, c in zip(names, counts, strict=True) if c]
+                lo = b"(" + names[-1]
+        return out
+
+    async def list_scopes(
+        self, namespace: str, *, prefix: str = "", after: str | None = None, limit: int = 100
+    ) -> list[ScopeInfo]:
+        if limit <= 0:
+            return []
+        lo, hi = _prefix_range(prefix.encode())
+        if after is not None and (lo == b"-" or after.encode() >= lo[1:]):
+            lo = b"(" + after.encode()
+        stem = self._stem(namespace) + b":h:"
+        async with self._errors("list_scopes"):
+            flat = await self._scopes(
+                keys=[self._ns_keys(namespace)[0]], args=[stem, lo, hi, limit]
+            )
+        return [
+            ScopeInfo(
+                scope=flat[i].decode(), generation=int(flat[i + 1]), sequence=int(flat[i + 2])
+            )
+            for i in range(0, len(flat), 3)
+        ]
+
+    async def stats(self, namespace: str, scope: str) -> ScopeStats:
+        meta = self._scope_keys(namespace, scope)[0]
+        async with self._errors("stats"):
+            raw: dict[Any, Any] = await self._r.hgetall(meta)
+        kinds = {k[2:].decode(): int(v) for k, v in raw.items() if k.startswith(b"k:") and int(v)}
+        return ScopeStats(
+            nodes=int(raw.get(b"n", 0)), payload_bytes=int(raw.get(b"b", 0)), kinds=kinds
+        )
+
+    # -- administration ------------------------------------------------------------
+
+    async def persistence(self) -> dict[str, str]:
+        """The server settings that decide whether state survives (docs/redis.md).
+
+        ``appendonly``, ``appendfsync``, ``save`` and ``maxmemory-policy`` (anything
+        but ``noeviction`` lets Redis drop stored nodes under memory pressure).
+        Values are ``"unknown"`` where CONFIG is disabled (many managed services).
+        """
+        out = {}
+        async with self._errors("persistence"):
+            for name in ("appendonly", "appendfsync", "save", "maxmemory-policy"):
+                try:
+                    got: dict[Any, Any] = await self._r.config_get(name)
+                except RedisError:
+                    got = {}
+                v = got.get(name, got.get(name.encode(), "unknown"))
+                out[name] = v.decode() if isinstance(v, bytes) else str(v)
+        return out
+
+    async def drop_prefix(self) -> int:
+        """Delete every key under this store's prefix; return how many.
+
+        For tests and teardown of a private prefix: uses SCAN (never KEYS), so it
+        does not block the server, and touches nothing outside the prefix.
+        """
+        n = 0
+        async with self._errors("drop_prefix"):
+            batch: list[bytes] = []
+            async for k in self._r.scan_iter(match=self._p + b"*", count=1000):
+                batch.append(k)
+                if len(batch) >= 500:
+                    n += await self._r.unlink(*batch)
+                    batch = []
+            if batch:
+                n += await self._r.unlink(*batch)
+        return n

@@ -18,6 +18,7 @@ REGISTRY: dict[str, Entry] = {
     "sqlite_floor": Entry("sqlite3 loop (floor)", "tether"),
     "tether_sqlite": Entry("tether (SQLite)", "tether"),
     "tether_postgres": Entry("tether (PostgreSQL)", "tether"),
+    "tether_redis": Entry("tether (Redis)", "tether"),
     "langgraph_sqlite": Entry("LangGraph SqliteSaver", "peers"),
     "langgraph_postgres": Entry("LangGraph PostgresSaver", "peers"),
     "openai_sqlite": Entry("OpenAI Agents SQLiteSession", "peers"),

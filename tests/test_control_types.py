@@ -25,7 +25,7 @@ ident = st.text(
     alphabet=st.characters(
         min_codepoint=33,
         max_codepoint=0x2FFF,
-        exclude_categories=("Cs",),
+        exclude_categories=["Cs"],
         exclude_characters="\x7f",
     ),
     min_size=1,

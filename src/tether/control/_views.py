@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+import orjson
+
 from .._errors import InvalidRequest, TetherError
 from .._graph import CausalNode
 from .._txn import Transaction
@@ -16,8 +18,7 @@ from ..store._base import Store
 from .types import StateOperationRequest, StateStoreReport
 
 SUMMARY: Final = "summary"
-UNFINISHED: Final = frozenset({"running", "suspended", "interrupted"})
-_PAGE: Final = 1000
+UNFINISHED: Final = frozenset({"running", "suspended"})
 
 
 def is_deleted_variable(node: CausalNode) -> bool:
@@ -25,65 +26,23 @@ def is_deleted_variable(node: CausalNode) -> bool:
     return isinstance(p, dict) and p.get("deleted") is True
 
 
-async def _scan(store: Store, namespace: str, scope: str, upto: int) -> list[CausalNode]:
-    out: list[CausalNode] = []
-    after = 0
-    while after < upto:
-        page = await store.nodes(namespace, scope, after=after, before=upto + 1, limit=_PAGE)
-        if not page:
-            break
-        out.extend(page)
-        after = page[-1].sequence
-    return out
+async def run_status(store: Store, namespace: str, scope: str) -> dict[str, dict[str, Any]]:
+    """Each run of a thread and its status (``tether.memory.list_runs``), oldest first.
 
-
-async def run_status(
-    store: Store, namespace: str, scope: str, upto: int
-) -> dict[str, dict[str, Any]]:
-    """Each run of a thread (up to sequence ``upto``) and its status, oldest first.
-
-    A run is its goal node; an ``answer`` completes it, a ``protocol_error`` fails
-    it (``reset`` when the control plane ended it), a tool call needing approval
-    with no verification suspends it, anything else is running (or interrupted).
+    ``reset`` says whether the control plane ended it (a ``protocol_error`` with code
+    ``reset``).
     """
-    runs: dict[str, dict[str, Any]] = {}
-    approvals: dict[str, set[str]] = {}
-    for n in await _scan(store, namespace, scope, upto):
-        p = n.payload if isinstance(n.payload, dict) else {}
-        run = p.get("run")
-        if not isinstance(run, str):
-            continue
-        if n.kind == "goal":
-            runs.setdefault(
-                run,
-                {
-                    "run": run,
-                    "goal": n.id,
-                    "sequence": n.sequence,
-                    "status": "running",
-                    "reset": False,
-                    "input": p.get("input"),
-                },
-            )
-            continue
-        r = runs.get(run)
-        if r is None:
-            continue
-        if n.kind == "answer" and r["status"] != "failed":
-            r["status"] = "completed"
-        elif n.kind == "protocol_error":
-            r["status"] = "failed"
-            err = p.get("error")
-            if isinstance(err, dict) and err.get("code") == "reset":
-                r["reset"] = True
-        elif n.kind == "tool_call" and p.get("needs_approval"):
-            approvals.setdefault(run, set()).add(n.id)
-        elif n.kind == "verification":
-            approvals.get(run, set()).discard(p.get("tool_call", ""))
-    for run, pending in approvals.items():
-        if pending and runs[run]["status"] == "running":
-            runs[run]["status"] = "suspended"
-    return runs
+    from ..memory.execution import list_runs
+
+    runs = await list_runs(store, namespace, scope.split(":", 1)[1])
+    return {
+        r.run: {**r.to_dict(), "reset": bool(r.error and r.error.get("code") == "reset")}
+        for r in runs
+    }
+
+
+def _bytes(value: Any) -> int:
+    return len(orjson.dumps(value))
 
 
 async def report(
@@ -99,12 +58,14 @@ async def report(
             if n.kind == "resource" and not is_deleted_variable(n)
         }
         run_vars = [k for k in await store.resource_heads(ns, scope, "run:") if ":var:" in k]
+        values = {k: n.payload.get("value") for k, n in live.items()}
         return StateStoreReport(
             name=name,
             scope=scope,
             exists=bool(live),
             item_count=len(live),
-            data={k: n.payload.get("value") for k, n in live.items()} if req.include_data else None,
+            size_bytes=_bytes(values),
+            data=values if req.include_data else None,
             metadata={
                 "types": {k: n.payload.get("type") for k, n in live.items()},
                 "deleted": len(heads) - len(live),
@@ -127,6 +88,7 @@ async def report(
             scope=scope,
             exists=bool(live),
             item_count=len(live),
+            size_bytes=_bytes(live),
             data=live if req.include_data else None,
             metadata={"types": by_type},
         )
@@ -135,8 +97,7 @@ async def report(
             name=name, scope=scope, enabled=False, metadata={"reason": f"{name} lives in threads"}
         )
     if name == "executions":
-        head = await store.head(ns, scope)
-        runs = await run_status(store, ns, scope, head.sequence) if kinds.get("goal") else {}
+        runs = await run_status(store, ns, scope) if kinds.get("goal") else {}
         counts: dict[str, int] = {}
         for r in runs.values():
             counts[r["status"]] = counts.get(r["status"], 0) + 1
@@ -155,6 +116,7 @@ async def report(
         exists=bool(messages),
         item_count=len(messages),
         message_count=len(messages),
+        size_bytes=_bytes(messages),
         data=messages if req.include_data else None,
         metadata={"llm": req.llm},
     )

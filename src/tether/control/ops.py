@@ -264,8 +264,8 @@ async def _tombstone_variables(txn: Transaction, scope: str, keys: list[str]) ->
 
 
 async def _end_runs(txn: Transaction, store: Store, scope: str, runs: list[str]) -> list[str]:
-    head = await txn.head(scope)
-    status = await _views.run_status(store, txn.namespace, scope, head.sequence)
+    await txn.head(scope)  # pin the head first: a run that moves meanwhile conflicts
+    status = await _views.run_status(store, txn.namespace, scope)
     ended = []
     for run in runs:
         st = status.get(run)
@@ -339,7 +339,7 @@ async def _reset_stores(
                 )
             )
         elif name == "executions":
-            status = await _views.run_status(store, ns, scope, head.sequence)
+            status = await _views.run_status(store, ns, scope)
             open_runs = [r for r, s in status.items() if s["status"] in _views.UNFINISHED]
             ended = await _end_runs(txn, store, scope, open_runs)
             out.append(

@@ -124,6 +124,9 @@ def test_export_import_verify_round_trip(db: str, tmp_path: Path) -> None:
     assert again.read_bytes() == out.read_bytes()
     v = cli("--store", db, "verify")
     assert v.exit_code == 0 and "thread:copy" in v.stdout and "FAILED" not in v.stdout
+    empty = cli("--store", db, "verify", "--thread", "typo")
+    assert empty.exit_code == 0 and "thread:typo holds no nodes" in empty.stdout
+    assert js(cli("--store", db, "--json", "verify", "-t", "typo"))["missing"] == ["thread:typo"]
     vj = js(cli("--store", db, "--json", "verify", "--file", str(out)))
     assert vj["ok"] is True and vj["checks"][0]["checked"] == len(ids(db))
 

@@ -499,9 +499,16 @@ def verify(
         namespace=s.namespace,
         scope=req.scope,
         checks=tuple(found),
+        missing=tuple(c.scope for c in found if c.ok and not c.checked and file is None),
         metadata={"nodes": sum(c.checked for c in found), "file": file},
     )
-    emit(s, result.to_dict(), lambda c: render.checks(c, found))
+
+    def show(c: Console) -> None:
+        render.checks(c, found)
+        for m in result.missing:
+            c.print(f"note: {m} holds no nodes (nothing to verify)")
+
+    emit(s, result.to_dict(), show)
     if not result.ok:
         sys.exit(EXIT_INVALID)
 

@@ -517,6 +517,8 @@ async def verify(
         namespace=req.namespace,
         scope=req.scope,
         checks=tuple(checks),
+        # An empty scope verifies trivially; say so, since it is usually a typo.
+        missing=tuple(c.scope for c in checks if c.ok and not c.checked and req.snapshot is None),
         metadata={**req.metadata, "nodes": sum(c.checked for c in checks)},
     )
 

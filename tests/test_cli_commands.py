@@ -131,6 +131,13 @@ def test_export_import_verify_round_trip(db: str, tmp_path: Path) -> None:
     assert vj["ok"] is True and vj["checks"][0]["checked"] == len(ids(db))
 
 
+def test_export_to_an_unwritable_place_is_one_line(db: str, tmp_path: Path) -> None:
+    target = tmp_path / "no" / "such" / "dir.json"
+    r = cli("--store", db, "export", "-t", "t1", "-o", str(target))
+    assert r.exit_code == 1 and r.stderr.startswith("error [io]: cannot write")
+    assert not target.parent.exists()
+
+
 def test_import_from_stdin(db: str, tmp_path: Path) -> None:
     snap = cli("--store", db, "export", "-t", "t2").stdout
     r = cli("--store", db, "import", "-", "--thread", "from-stdin", input=snap)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -368,18 +369,26 @@ def export(
                 nodes = done
                 bar.update(task, completed=done, total=total)
 
-            out = sys.stdout.buffer if output == "-" else open(output, "wb")  # noqa: SIM115
+            # A file is written beside its target and renamed at the end, so a failed
+            # export never leaves a truncated snapshot under the requested name.
+            part = output + ".part"
+            out = sys.stdout.buffer if output == "-" else open(part, "wb")  # noqa: SIM115
             try:
                 async for chunk in control.export_chunks(store, s.namespace, scope, progress=tick):
                     out.write(chunk)
                     written += len(chunk)
                 if output == "-":
                     out.write(b"\n")
-            finally:
+            except BaseException:
                 if output != "-":
                     out.close()
-                else:
-                    out.flush()
+                    Path(part).unlink(missing_ok=True)
+                raise
+            if output == "-":
+                out.flush()
+            else:
+                out.close()
+                os.replace(part, output)
         return nodes, written
 
     try:

@@ -579,3 +579,44 @@ async def test_yaml_spec_directory(tmp_path: Path) -> None:
     assert (await agent.step("Rome", thread="t")).answer == "Rome!"
     last = await store.resource_head(NS, "thread:t", "var:last")
     assert last is not None and last.payload["value"] == "PARIS!"
+
+
+async def test_agent_memory_tools_edit_and_receipt_commit_together() -> None:
+    from tether.runtime import MemoryTools
+
+    def respond(req: ModelRequest) -> ModelResponse:
+        if req.messages[-1]["role"] == "tool":
+            return ModelResponse(content=str(req.messages[-1]["content"]))
+        text = req.messages[-1]["content"]
+        if text.startswith("remember "):
+            key, value = text.removeprefix("remember ").split("=")
+            args: dict[str, Any] = {"key": key, "value": value}
+            return ModelResponse(tool_calls=[ToolCall(id="m1", name="notes_store", arguments=args)])
+        return ModelResponse(
+            tool_calls=[ToolCall(id="m2", name="notes_recall", arguments={"key": text})]
+        )
+
+    model = FnModel(respond)
+    store = RecordingStore()
+    agent = Agent(
+        None,
+        model,
+        store=store,
+        agent_memory=MemoryTools(name="notes", scope="user", initial={"tone": "brief"}),
+    )
+    await agent.step("tone", thread="t", user="u")
+    offered = {t.name for t in model.requests[0].tools}
+    assert offered == {"notes_store", "notes_delete", "notes_clear", "notes_recall"}
+    assert "brief" in model.requests[-1].messages[-1]["content"]
+    r = await agent.step("remember city=Oslo", thread="t", user="u")
+    assert r.status == "completed"
+    edit = next(c for c in store.commits if any(w.scope == "user:u" for w in c) and len(c) == 2)
+    assert {w.scope: sorted({n.kind for n in w.nodes}) for w in edit} == {
+        "thread:t": ["tool_result"],
+        "user:u": ["resource", "semantic"],
+    }
+    recalled = await agent.step("city", thread="t2", user="u")
+    assert "Oslo" in recalled.answer
+    # Without a user, a user-scoped memory reports an error result, not a crash.
+    anon = await agent.step("city", thread="t3")
+    assert anon.status == "completed" and "no user" in anon.answer

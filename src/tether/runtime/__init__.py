@@ -19,6 +19,7 @@ from ._errors import (
     ToolDefinitionError,
 )
 from .agent import Agent
+from .memory_tools import MemoryTools
 from .results import PendingApproval, RunError, RunStatus, StepResult
 from .spec import Edge, LLMNode, Spec, ToolNode, VarNode, VarSetNode
 from .templates import Condition, Template
@@ -32,6 +33,7 @@ __all__ = [
     "ConditionError",
     "Edge",
     "LLMNode",
+    "MemoryTools",
     "PendingApproval",
     "RunError",
     "RunStatus",

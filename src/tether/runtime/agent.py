@@ -32,6 +32,7 @@ from ..store import Store, open_store
 from ..store._base import check_name
 from ._errors import AgentError, SpecError
 from .executor import Executor
+from .memory_tools import MemoryTools, memory_tools
 from .results import PendingApproval, StepResult
 from .spec import Spec, ToolNode, check_tools
 from .tools import Tool, as_tool, resolve_tools
@@ -51,7 +52,8 @@ class Agent:
     LLM nodes with ``model: <name>``. ``store``: a ``Store`` or a URL (opened on first
     use, closed by ``close()``); the default ``memory://`` does not survive the
     process, ``sqlite:///path.db`` does. ``node_types`` and
-    ``allow_dynamic_node_types`` set which semantic memory types the model may write.
+    ``allow_dynamic_node_types`` set which semantic memory types the model may write;
+    ``agent_memory`` gives the model its own key-value memories as tools (``MemoryTools``).
     ``max_steps`` bounds the node executions of one run and ``max_tool_rounds`` the
     model calls of one LLM node visit.
     """
@@ -67,6 +69,7 @@ class Agent:
         models: Mapping[str, Model | Mapping[str, Any]] | None = None,
         node_types: Iterable[NodeType | str] | None = None,
         allow_dynamic_node_types: bool = False,
+        agent_memory: MemoryTools | Sequence[MemoryTools] | None = None,
         max_steps: int = 50,
         max_tool_rounds: int = 20,
     ) -> None:
@@ -100,7 +103,12 @@ class Agent:
                         f"tool node {tn.name!r} brings a tool named {t.name!r}, "
                         "but the agent already has a different tool of that name"
                     )
-        check_tools(spec, self.tools)
+        self.memory_tools = memory_tools(agent_memory)
+        if clash := sorted(set(self.tools) & set(self.memory_tools)):
+            raise SpecError(
+                f"tool name(s) {', '.join(clash)} are taken by an agent memory; rename the tool"
+            )
+        check_tools(spec, {*self.tools, *self.memory_tools})
         self.namespace = check_name("namespace", namespace)
         self.vocabulary = Vocabulary(node_types, allow_dynamic=allow_dynamic_node_types)
         if max_steps < 1 or max_tool_rounds < 1:
@@ -152,6 +160,7 @@ class Agent:
             model=self.model,
             models=self.models,
             tools=self.tools,
+            memory_tools=self.memory_tools,
             vocabulary=self.vocabulary,
             max_steps=self.max_steps,
             max_tool_rounds=self.max_tool_rounds,

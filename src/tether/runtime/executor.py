@@ -48,6 +48,7 @@ from ..models._types import Model, ModelRequest, ModelResponse
 from ..store._base import Head, Store
 from . import _memory_api
 from ._errors import AgentError, ApprovalError, RunSuspendedError, SpecError
+from .memory_tools import MemoryTools
 from .plan import (
     Call,
     Fail,
@@ -106,6 +107,7 @@ class Executor:
         model: Model,
         models: Mapping[str, Model],
         tools: Mapping[str, Tool],
+        memory_tools: Mapping[str, MemoryTools],
         vocabulary: Vocabulary,
         max_steps: int,
         max_tool_rounds: int,
@@ -116,6 +118,7 @@ class Executor:
         self.model = model
         self.models = dict(models)
         self.tools = dict(tools)
+        self.memory_tools = dict(memory_tools)
         self.vocabulary = vocabulary
         self.max_steps = max_steps
         self.max_tool_rounds = max_tool_rounds
@@ -574,11 +577,12 @@ class Executor:
             return
         if input_text is not None:
             messages.append({"role": "user", "content": input_text})
-        names = list(self.tools) if node.tools is None else list(node.tools)
+        names = [*self.tools, *self.memory_tools] if node.tools is None else list(node.tools)
+        specs = {s.name: s for m in self.memory_tools.values() for s in m.specs}
         mem_scopes = ["app", *([scopes.user(rc.user)] if rc.user else []), rc.scope]
         request = ModelRequest(
             messages=messages,
-            tools=[self.tools[n].spec for n in names],
+            tools=[self.tools[n].spec if n in self.tools else specs[n] for n in names],
             memory=await _memory_api.memories(self.store, self.namespace, mem_scopes),
             context=rc.context,
         )
@@ -651,7 +655,12 @@ class Executor:
         await asyncio.gather(*(self._run_call(rc, c) for c in calls))
 
     async def _run_call(self, rc: _Run, call: Call) -> None:
-        if call.decision == "rejected":
+        if call.name in self.memory_tools and call.decision != "rejected":
+            problem = await self._run_memory_call(rc, call)
+            if problem is None:
+                return
+            content, is_error = problem, True
+        elif call.decision == "rejected":
             content, is_error = "A human rejected this call.", True
         else:
             tool = self.tools.get(call.name)
@@ -682,6 +691,35 @@ class Executor:
             return True
 
         await self._commit(rc, build, expect=None)
+
+    async def _run_memory_call(self, rc: _Run, call: Call) -> str | None:
+        """An agent-memory edit and its result in one commit; the error text if it failed."""
+        memory = self.memory_tools[call.name].bind(
+            self.store, self.namespace, thread=rc.thread, user=rc.user
+        )
+        if isinstance(memory, str):
+            return memory
+        failure: list[str] = []
+
+        async def build(txn: Transaction) -> bool:
+            current = rc.view.calls.get(call.node.id)
+            if current is None or current.result is not None:
+                return False
+            try:
+                content = await memory.call(call.name, call.arguments, txn=txn)
+            except TetherError as e:
+                failure.append(e.message)
+                return False  # the staged edit is dropped with this transaction
+            await txn.append(
+                rc.scope,
+                "tool_result",
+                _result_payload(call, jsonable(content), is_error=False),
+                parents=[call.node.id, *([call.verification.id] if call.verification else [])],
+            )
+            return True
+
+        await self._commit(rc, build, expect=None)
+        return failure[-1] if failure else None
 
 
 def _result_payload(call: Call, content: Any, *, is_error: bool) -> dict[str, Any]:

@@ -47,7 +47,7 @@ YAML
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final, TypeAlias
@@ -561,7 +561,7 @@ class _Builder:
         return Spec(nodes=tuple(self.nodes), edges=tuple(self.edges), start=chosen)
 
 
-def check_tools(spec: Spec, tools: Mapping[str, Tool]) -> None:
+def check_tools(spec: Spec, tools: Collection[str]) -> None:
     """Every tool a spec names exists (SpecError naming the node otherwise)."""
     for n in spec.nodes:
         if isinstance(n, LLMNode):
@@ -571,7 +571,7 @@ def check_tools(spec: Spec, tools: Mapping[str, Tool]) -> None:
                         f"llm node {n.name!r} offers tool {t!r}, which the agent does not have; "
                         f"tools: {', '.join(tools) or 'none'}"
                     )
-        elif isinstance(n, ToolNode) and isinstance(n.tool, str) and n.tool not in tools:
+        elif isinstance(n, ToolNode) and n.tool_name not in tools:
             raise SpecError(
                 f"tool node {n.name!r} calls {n.tool!r}, which the agent does not have; "
                 f"tools: {', '.join(tools) or 'none'}"

@@ -115,12 +115,18 @@ class Tool:
 
 
 def jsonable(value: Any) -> Any:
-    """A JSON value for ``value`` (unknown objects become their str())."""
+    """A JSON value for ``value``: sets become lists, unknown objects their str()."""
     if value is None or isinstance(value, str | bool | int | float):
         if isinstance(value, float) and value != value:  # NaN is not JSON
             return None
         return value
-    return orjson.loads(orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS))
+    return orjson.loads(orjson.dumps(value, default=_default, option=orjson.OPT_NON_STR_KEYS))
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    return str(value)
 
 
 def _dumps(v: Any) -> str:

@@ -228,6 +228,8 @@ class Screen:
 
 def _answer(child: Child) -> str:
     r = child.result or {}
+    if r.get("status") == "suspended":
+        return "[yellow](suspended: the run waits for a person's decision)[/yellow]"
     return str(r.get("answer") if r.get("status") == "completed" else r.get("status"))
 
 

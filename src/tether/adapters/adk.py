@@ -1,0 +1,315 @@
+"""A Google ADK session service on any tether store: ``TetherSessionService``.
+
+    from tether.adapters.adk import TetherSessionService
+
+    runner = Runner(agent=agent, app_name="shop", session_service=TetherSessionService(store))
+
+Needs the ``adk`` extra; the core never imports ADK.
+
+Where ADK's state goes (docs/adapters.md):
+
+* an ADK app is a tether **namespace** (``namespace_prefix + app_name``), so apps
+  never see each other's state;
+* a session is the thread ``thread:<user>/<session id>`` (``/`` and ``%`` in the
+  user id are percent-encoded, so two users may use the same session id);
+* state keys map onto tether's scopes by ADK's prefixes: ``app:k`` is the
+  variable ``var:k`` of the ``app`` scope, ``user:k`` of the ``user:<user>``
+  scope, a plain key of the session's thread, and ``temp:k`` lives in the call
+  scope only: the in-memory session of the current invocation, never stored;
+* each event is one node of the thread keeping ADK's event JSON (``event``)
+  beside the graph-encoding fields: a user event is a ``goal``, a model event an
+  ``inference`` (its function calls as ``tool_calls``), a function response a
+  ``tool_result``; ``run`` is ADK's invocation id. An event and the state it
+  changes (in up to three scopes) commit in one transaction.
+
+``append_event`` refuses a session object older than the stored session
+(``StaleSessionError``, like ADK's database services): tether's optimistic
+concurrency carries over to ADK.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+from google.adk.errors import StaleSessionError
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
+from google.adk.events.event import Event
+from google.adk.sessions import _session_util
+from google.adk.sessions.base_session_service import (
+    BaseSessionService,
+    GetSessionConfig,
+    ListSessionsResponse,
+)
+from google.adk.sessions.session import Session
+from google.adk.sessions.state import State
+
+from .. import scopes
+from .._errors import InvalidRequest
+from .._graph import CausalNode
+from .._txn import Transaction, transact
+from ..store import Store
+
+__all__ = ["TetherSessionService"]
+
+_PAGE: Final = 256
+_SESSION_KEY: Final = "adk:session"
+
+
+def _quote_user(user_id: str) -> str:
+    return user_id.replace("%", "%25").replace("/", "%2F")
+
+
+def _unquote_user(text: str) -> str:
+    return text.replace("%2F", "/").replace("%25", "%")
+
+
+def _var(name: str, value: Any) -> dict[str, Any]:
+    """A tether variable write (docs/graph-encoding.md) holding one ADK state value."""
+    return {"name": name, "type": "json", "value": value, "coerced": False, "error": None}
+
+
+def _event_node(event: Event, llm: str) -> tuple[str, dict[str, Any]]:
+    data = event.model_dump(mode="json", exclude_none=True)
+    base: dict[str, Any] = {"adk": "event", "run": event.invocation_id, "event": data}
+    parts = event.content.parts if event.content and event.content.parts else []
+    text = "".join(p.text for p in parts if p.text and not p.thought)
+    calls = [p.function_call for p in parts if p.function_call]
+    responses = [p.function_response for p in parts if p.function_response]
+    if responses:
+        r = responses[0]
+        return "tool_result", {
+            **base,
+            "llm": llm,
+            "call_id": r.id,
+            "name": r.name,
+            "content": data["content"]["parts"][0].get("function_response", {}).get("response"),
+            "is_error": False,
+        }
+    if event.author == "user":
+        return "goal", {**base, "input": text, "llm": llm, "metadata": {"source": "adk"}}
+    if text or calls:
+        return "inference", {
+            **base,
+            "llm": llm,
+            "content": text,
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.args or {}} for c in calls],
+            "usage": {},
+        }
+    return "resource", {**base, "author": event.author}
+
+
+class TetherSessionService(BaseSessionService):
+    """ADK's ``BaseSessionService`` over a tether store."""
+
+    def __init__(self, store: Store, *, namespace_prefix: str = "", llm: str = "agent") -> None:
+        self.store = store
+        self.namespace_prefix = namespace_prefix
+        self.llm = llm
+
+    # -- names -------------------------------------------------------------------
+
+    def _ns(self, app_name: str) -> str:
+        return self.namespace_prefix + app_name
+
+    @staticmethod
+    def _thread(user_id: str, session_id: str) -> str:
+        if not isinstance(user_id, str) or not user_id:
+            raise InvalidRequest("an ADK user_id is a non-empty string", field="user_id")
+        return scopes.thread(f"{_quote_user(user_id)}/{session_id}")
+
+    # -- reading -----------------------------------------------------------------
+
+    async def _vars(self, ns: str, scope: str) -> dict[str, Any]:
+        heads = await self.store.resource_heads(ns, scope, prefix="var:")
+        return {n.payload["name"]: n.payload["value"] for n in heads.values()}
+
+    async def _state(self, ns: str, user_id: str, thread: str) -> dict[str, Any]:
+        state = await self._vars(ns, thread)
+        for k, v in (await self._vars(ns, scopes.APP)).items():
+            state[State.APP_PREFIX + k] = v
+        for k, v in (await self._vars(ns, scopes.user(user_id))).items():
+            state[State.USER_PREFIX + k] = v
+        return state
+
+    async def _events_back(
+        self, ns: str, thread: str, before: int | None = None
+    ) -> AsyncIterator[CausalNode]:
+        """Event nodes of a session, newest first."""
+        while True:
+            page = await self.store.nodes(ns, thread, before=before, limit=_PAGE, descending=True)
+            for n in page:
+                if isinstance(n.payload, dict) and n.payload.get("adk") == "event":
+                    yield n
+            if len(page) < _PAGE:
+                return
+            before = page[-1].sequence
+
+    async def _last_update(self, ns: str, thread: str, record: CausalNode) -> float:
+        async for n in self._events_back(ns, thread):
+            return float(n.payload["event"]["timestamp"])
+        return float(record.payload["created"])
+
+    # -- the service -----------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        session_id = (session_id.strip() if session_id else None) or str(uuid.uuid4())
+        ns, thread = self._ns(app_name), self._thread(user_id, session_id)
+        deltas = _session_util.extract_state_delta(state or {})
+        created = time.time()
+
+        async def fn(txn: Transaction) -> None:
+            if await txn.resource_head(thread, _SESSION_KEY) is not None:
+                raise AlreadyExistsError(f"Session with id {session_id} already exists.")
+            await txn.append(
+                thread,
+                "resource",
+                {
+                    "adk": "session",
+                    "app": app_name,
+                    "user": user_id,
+                    "id": session_id,
+                    "created": created,
+                },
+                resource_key=_SESSION_KEY,
+            )
+            await self._write_state(txn, user_id, thread, deltas)
+
+        await transact(self.store, ns, fn)
+        return Session(
+            id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            state=await self._state(ns, user_id, thread),
+            last_update_time=created,
+        )
+
+    async def _write_state(
+        self, txn: Transaction, user_id: str, thread: str, deltas: dict[str, dict[str, Any]]
+    ) -> None:
+        for scope, delta in (
+            (scopes.APP, deltas["app"]),
+            (scopes.user(user_id), deltas["user"]),
+            (thread, deltas["session"]),
+        ):
+            for k, v in delta.items():
+                await txn.append(scope, "resource", _var(k, v), resource_key=f"var:{k}")
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        session_id = session_id.strip() if session_id else session_id
+        ns, thread = self._ns(app_name), self._thread(user_id, session_id)
+        record = await self.store.resource_head(ns, thread, _SESSION_KEY)
+        if record is None:
+            return None
+        recent = config.num_recent_events if config else None
+        after = config.after_timestamp if config else None
+        events: list[Event] = []
+        if recent != 0:
+            async for n in self._events_back(ns, thread):
+                ev = n.payload["event"]
+                if after is not None and ev["timestamp"] < after:
+                    break
+                events.append(Event.model_validate(ev))
+                if recent is not None and len(events) >= recent:
+                    break
+        events.reverse()
+        last = await self._last_update(ns, thread, record)
+        return Session(
+            id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            state=await self._state(ns, user_id, thread),
+            events=events,
+            last_update_time=last,
+        )
+
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
+        ns = self._ns(app_name)
+        prefix = "thread:" if user_id is None else f"thread:{_quote_user(user_id)}/"
+        sessions: list[Session] = []
+        after: str | None = None
+        while True:
+            page = await self.store.list_scopes(ns, prefix=prefix, after=after, limit=100)
+            for info in page:
+                record = await self.store.resource_head(ns, info.scope, _SESSION_KEY)
+                if record is None:
+                    continue
+                uid = record.payload["user"]
+                sessions.append(
+                    Session(
+                        id=record.payload["id"],
+                        app_name=app_name,
+                        user_id=uid,
+                        state=await self._state(ns, uid, info.scope),
+                        last_update_time=await self._last_update(ns, info.scope, record),
+                    )
+                )
+            if len(page) < 100:
+                break
+            after = page[-1].scope
+        sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
+        return ListSessionsResponse(sessions=sessions)
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        session_id = session_id.strip() if session_id else session_id
+        ns, thread = self._ns(app_name), self._thread(user_id, session_id)
+        if (await self.store.head(ns, thread)).sequence:
+            await self.store.reset_scope(ns, thread)
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        return await self._vars(self._ns(app_name), scopes.user(user_id))
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        if event.partial:
+            return event
+        # temp: state reaches this invocation's in-memory session, never the store
+        self._apply_temp_state(session, event)
+        event = self._trim_temp_delta_state(event)
+        ns, thread = self._ns(session.app_name), self._thread(session.user_id, session.id)
+        deltas = _session_util.extract_state_delta(
+            event.actions.state_delta if event.actions else {}
+        )
+        kind, payload = _event_node(event, self.llm)
+
+        async def fn(txn: Transaction) -> bool:
+            record = await txn.resource_head(thread, _SESSION_KEY)
+            if record is None:
+                raise SessionNotFoundError(f"Session {session.id} not found.")
+            head = await txn.head(thread)
+            async for last in self._events_back(ns, thread, before=head.sequence + 1):
+                if last.payload["event"].get("id") == event.id:
+                    return False  # already stored: appending is idempotent
+                stored = float(last.payload["event"]["timestamp"])
+                if stored > session.last_update_time:
+                    raise StaleSessionError(
+                        "The last_update_time provided in the session object is earlier than "
+                        "the update time in storage; get the session again and retry."
+                    )
+                break
+            await self._write_state(txn, session.user_id, thread, deltas)
+            await txn.append(thread, kind, payload)
+            return True
+
+        if await transact(self.store, ns, fn):
+            session.last_update_time = event.timestamp
+            self._commit_event_to_session(session, event)
+        return event

@@ -62,7 +62,7 @@ def summary_key(llm: str) -> str:
     return f"semantic:summary:{llm}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Unit:
     """Messages kept or dropped together. ``anchor`` is the sequence of the goal or
     inference that opens the unit, ``last`` the highest sequence among its nodes."""
@@ -183,7 +183,12 @@ def project(nodes: Iterable[CausalNode], *, llm: str, run: str | None = None) ->
             if p.get("input") is None or not (shown_full or r in has_receipt):
                 continue
             units.append(
-                Unit(n.sequence, n.sequence, ({"role": "user", "content": text_of(p["input"])},), r)
+                Unit(
+                    anchor=n.sequence,
+                    last=n.sequence,
+                    messages=({"role": "user", "content": text_of(p["input"])},),
+                    run=r,
+                )
             )
             continue
         done = [c for c in _calls(p) if (r, c["id"]) in results]
@@ -213,7 +218,7 @@ def project(nodes: Iterable[CausalNode], *, llm: str, run: str | None = None) ->
             )
             last = max(last, res.sequence)
         if msgs:
-            units.append(Unit(n.sequence, last, tuple(msgs), r))
+            units.append(Unit(anchor=n.sequence, last=last, messages=tuple(msgs), run=r))
     return units
 
 

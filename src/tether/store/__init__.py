@@ -36,7 +36,20 @@ async def open_store(url: str, **options: Any) -> Store:
     path also means SQLite), ``postgresql://user@host/db`` (extra ``postgres``),
     ``redis://host:port/0`` (extra ``redis``). Options go to the backend
     (``codec=``, ``durability=`` for SQLite, pool sizes for PostgreSQL...).
+
+    ``cipher=`` (extra ``crypto``) encrypts payloads at rest: a
+    ``tether.crypto.MasterKey``, a list of master keys (new first, during a
+    rotation) or a ``tether.crypto.Cipher``; see docs/encryption.md. Without it, a
+    store that was encrypted raises ``tether.crypto.MissingKey``.
     """
+    cipher = options.pop("cipher", None)
+    store = await _open_backend(url, **options)
+    from ..crypto._store import secure  # needs no cryptography unless cipher is given
+
+    return await secure(store, cipher)
+
+
+async def _open_backend(url: str, **options: Any) -> Store:
     if not isinstance(url, str) or not url:
         raise InvalidRequest(f"a store URL is a non-empty string, got {url!r}")
     scheme = url.split("://", 1)[0].lower() if "://" in url else "sqlite"

@@ -1,0 +1,353 @@
+"""The encrypted store: any backend, its payloads sealed by ``CipherCodec``.
+
+``EncryptedStore`` wraps a backend and implements the same ``Store`` contract.
+Before each operation that encodes or decodes payloads it lets the keyring load
+(or create) the keys of the scope involved, because the codec itself is
+synchronous and cannot reach the key table; everything else passes straight
+through. Node ids, kinds, parents, sequences, timestamps and resource keys are
+the backend's business as before (see docs/encryption.md for what that reveals).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from .. import scopes
+from .._errors import StoreError
+from .._graph import CausalNode
+from ..store._base import (
+    Head,
+    ScopeInfo,
+    ScopeStats,
+    ScopeWrite,
+    Store,
+    check_name,
+    check_writes,
+)
+from ._codec import CipherCodec
+from ._errors import CipherError, MissingKey
+from ._keyring import ErasureReport, KeyNotLoaded, Keyring, OnErased, RotationReport
+from ._keystore import KeyStore
+from ._master import ENV_VAR, MasterKey, MasterKeyProvider
+
+T = TypeVar("T")
+
+OLD_ENV_VAR = "TETHER_MASTER_KEY_OLD"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Cipher:
+    """How to encrypt a store: the master keys (primary first) and two options.
+
+    ``cache_ttl``: seconds an unwrapped key is trusted before the key table is read
+    again (0: every operation, so erasures by other processes apply at once).
+    ``on_erased``: ``"raise"`` (``KeyErased``) or ``"placeholder"`` (``{"$erased": true}``).
+    """
+
+    masters: tuple[MasterKeyProvider, ...]
+    cache_ttl: float = 0.0
+    on_erased: OnErased = "raise"
+
+    @classmethod
+    def of(cls, value: Cipher | MasterKeyProvider | Sequence[MasterKeyProvider]) -> Cipher:
+        """Accept what ``open_store(cipher=...)`` accepts: a key, keys, or a Cipher."""
+        if isinstance(value, Cipher):
+            return value
+        if isinstance(value, MasterKeyProvider):
+            return cls(masters=(value,))
+        if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+            return cls(masters=tuple(value))
+        raise CipherError(
+            f"cipher= takes a MasterKey, a MasterKeyProvider, a list of them or a Cipher, "
+            f"got {type(value).__name__}",
+            code="invalid_request",
+        )
+
+
+def cipher_from_env(environ: Mapping[str, str] | None = None) -> Cipher | None:
+    """The cipher the environment asks for, or None when no master key is configured.
+
+    ``TETHER_MASTER_KEY`` (base64) or ``TETHER_MASTER_KEY_FILE`` (a path) is the
+    primary; ``TETHER_MASTER_KEY_OLD`` / ``TETHER_MASTER_KEY_OLD_FILE``, if set, is
+    the previous key, still accepted for reading during a rotation. For the CLI and
+    the HTTP server, which take their configuration from the environment.
+    """
+    env = os.environ if environ is None else environ
+    masters: list[MasterKeyProvider] = []
+    for var in (ENV_VAR, OLD_ENV_VAR):
+        if env.get(var, "").strip():
+            masters.append(MasterKey.from_base64(env[var]))
+        elif env.get(var + "_FILE", "").strip():
+            masters.append(MasterKey.from_file(env[var + "_FILE"].strip()))
+        elif var == ENV_VAR:
+            return None
+    return Cipher(masters=tuple(masters))
+
+
+class EncryptedStore(Store):
+    """A backend whose payloads are encrypted; the ``Store`` contract is unchanged."""
+
+    def __init__(self, inner: Store, keyring: Keyring) -> None:
+        codec = CipherCodec(keyring, inner.codec)
+        super().__init__(codec=codec)
+        inner.codec = codec
+        self.inner = inner
+        self.keyring = keyring
+        self.url = inner.url
+        self._closed = False
+
+    def _open(self) -> None:
+        if self._closed:
+            raise StoreError("this store is closed; open a new one with tether.open_store")
+
+    def __getattr__(self, name: str) -> Any:
+        # Backend extras (paths, pools, durability settings) stay reachable.
+        if name.startswith("__") or name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    async def _read(self, namespace: str, scope: str, call: Callable[[], Awaitable[T]]) -> T:
+        self._open()
+        await self.keyring.ensure(namespace, scope, create=False)
+        for _ in range(64):  # one data key per round; a scope holds very few
+            try:
+                return await call()
+            except KeyNotLoaded as e:  # a payload under a key we have not seen: load, repeat
+                await self.keyring.fetch(namespace, e.key_ids)
+        raise CipherError(
+            f"data keys of {namespace}/{scope} kept changing while reading; try again",
+            code="key_churn",
+        )
+
+    # -- the Store contract -------------------------------------------------------------
+
+    async def commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
+        self._open()
+        check_writes(namespace, writes)  # before any data key is made: bad input writes nothing
+        for scope in dict.fromkeys(w.scope for w in writes if w.nodes):
+            await self.keyring.ensure(namespace, scope, create=True)
+        await self.inner.commit(namespace, writes)
+
+    async def reset_scope(self, namespace: str, scope: str) -> Head:
+        self._open()
+        return await self.inner.reset_scope(namespace, scope)
+
+    async def delete_namespace(self, namespace: str) -> int:
+        self._open()
+        return await self.inner.delete_namespace(namespace)
+
+    async def head(self, namespace: str, scope: str) -> Head:
+        self._open()
+        return await self.inner.head(namespace, scope)
+
+    async def nodes(
+        self,
+        namespace: str,
+        scope: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 1000,
+        descending: bool = False,
+    ) -> list[CausalNode]:
+        return await self._read(
+            namespace,
+            scope,
+            lambda: self.inner.nodes(
+                namespace, scope, after=after, before=before, limit=limit, descending=descending
+            ),
+        )
+
+    async def get_nodes(
+        self, namespace: str, scope: str, ids: Sequence[str]
+    ) -> dict[str, CausalNode]:
+        return await self._read(
+            namespace, scope, lambda: self.inner.get_nodes(namespace, scope, ids)
+        )
+
+    async def resource_head(self, namespace: str, scope: str, key: str) -> CausalNode | None:
+        return await self._read(
+            namespace, scope, lambda: self.inner.resource_head(namespace, scope, key)
+        )
+
+    async def resource_heads(
+        self, namespace: str, scope: str, prefix: str = ""
+    ) -> dict[str, CausalNode]:
+        return await self._read(
+            namespace, scope, lambda: self.inner.resource_heads(namespace, scope, prefix)
+        )
+
+    async def versions(
+        self, namespace: str, scope: str, key: str, *, limit: int = 1000
+    ) -> list[CausalNode]:
+        return await self._read(
+            namespace, scope, lambda: self.inner.versions(namespace, scope, key, limit=limit)
+        )
+
+    async def list_namespaces(self, *, after: str | None = None, limit: int = 100) -> list[str]:
+        self._open()
+        return await self.inner.list_namespaces(after=after, limit=limit)
+
+    async def list_scopes(
+        self, namespace: str, *, prefix: str = "", after: str | None = None, limit: int = 100
+    ) -> list[ScopeInfo]:
+        self._open()
+        return await self.inner.list_scopes(namespace, prefix=prefix, after=after, limit=limit)
+
+    async def stats(self, namespace: str, scope: str) -> ScopeStats:
+        self._open()
+        return await self.inner.stats(namespace, scope)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.inner.close()
+        finally:
+            # The backend object forgets the cipher (a memory store can be encrypted again).
+            if isinstance(self.inner.codec, CipherCodec):
+                self.inner.codec = self.inner.codec.inner
+            await self.keyring.close()
+
+    # -- what encryption adds ----------------------------------------------------------
+
+    async def bind_thread(self, namespace: str, thread_id: str, user_id: str) -> None:
+        """Encrypt the thread with the user's key, so erasing the user erases it too.
+
+        Call it before the thread's first write (when the thread is created for a
+        user; the runtime does when ``agent.step`` gets ``user=``). Binding again
+        to the same user is free; to another user, or binding a thread that already
+        holds nodes under the namespace key, raises ``CipherError``.
+        """
+        self._open()
+        check_name("namespace", namespace)
+        scope = scopes.thread(thread_id)
+        scopes.user(user_id)
+        if self.keyring.bound_user(namespace, thread_id) == user_id:
+            return
+        bound = await self.keyring.binding(namespace, thread_id)
+        if bound is None:
+            head = await self.inner.head(namespace, scope)
+            if head.sequence:
+                raise CipherError(
+                    f"thread {thread_id!r} already holds {head.sequence} nodes encrypted with the "
+                    "namespace key; bind a thread to its user before its first write",
+                    code="thread_not_empty",
+                    namespace=namespace,
+                    thread=thread_id,
+                )
+            bound = await self.keyring.bind(namespace, thread_id, user_id)
+        if bound != user_id:
+            raise CipherError(
+                f"thread {thread_id!r} is bound to another user; a thread has one owner",
+                code="thread_bound",
+                namespace=namespace,
+                thread=thread_id,
+            )
+
+    async def erase_user(self, namespace: str, user_id: str) -> ErasureReport:
+        """Destroy the user's data key: every payload of the user (and of the threads
+        bound to the user) becomes unreadable at once. Nodes and ids stay."""
+        self._open()
+        check_name("namespace", namespace)
+        scopes.user(user_id)
+        return await self.keyring.erase_user(namespace, user_id)
+
+    async def rotate(
+        self, new: MasterKeyProvider | None = None, *, old: Sequence[MasterKeyProvider] = ()
+    ) -> RotationReport:
+        """Rewrap every data key under ``new`` (payloads are not re-encrypted)."""
+        self._open()
+        return await self.keyring.rotate(new, old=old)
+
+
+# -- opening -------------------------------------------------------------------------
+
+
+async def encrypt_store(
+    store: Store,
+    cipher: Cipher | MasterKeyProvider | Sequence[MasterKeyProvider],
+    *,
+    keystore: KeyStore | None = None,
+) -> EncryptedStore:
+    """Encrypt an open store. Raises ``WrongKey`` / ``NotEncrypted`` before writing anything."""
+    from ._backends import keystore_for
+
+    if isinstance(store, EncryptedStore) or isinstance(store.codec, CipherCodec):
+        raise CipherError("this store is already encrypted", code="invalid_request")
+    c = Cipher.of(cipher)
+    ks = keystore or await keystore_for(store)
+    try:
+        ring = await Keyring.open(
+            ks, c.masters, store=store, cache_ttl=c.cache_ttl, on_erased=c.on_erased
+        )
+    except BaseException:
+        if keystore is None:
+            await ks.close()
+        raise
+    return EncryptedStore(store, ring)
+
+
+async def secure(store: Store, cipher: Any) -> Store:
+    """``open_store``'s hook: encrypt with ``cipher``, or refuse an encrypted store without one.
+
+    On failure the freshly opened store is closed, so nothing leaks.
+    """
+    try:
+        if cipher is not None:
+            return await encrypt_store(store, cipher)
+        from ._backends import is_encrypted
+
+        if await is_encrypted(store):
+            raise MissingKey(
+                "this store is encrypted: open it with a master key, e.g. "
+                "open_store(url, cipher=MasterKey.from_env())"
+            )
+        return store
+    except BaseException:
+        await store.close()
+        raise
+
+
+def encrypted(store: Store) -> EncryptedStore | None:
+    return store if isinstance(store, EncryptedStore) else None
+
+
+def _require(store: Store) -> EncryptedStore:
+    if not isinstance(store, EncryptedStore):
+        raise CipherError(
+            "this store is not encrypted: open it with open_store(url, cipher=...)",
+            code="not_encrypted",
+        )
+    return store
+
+
+async def erase_user(store: Store, namespace: str, user_id: str) -> ErasureReport:
+    """Erase a user by destroying their data key (for the CLI and the control plane)."""
+    return await _require(store).erase_user(namespace, user_id)
+
+
+async def rotate(
+    store: Store,
+    new: MasterKeyProvider | None = None,
+    *,
+    old: Sequence[MasterKeyProvider] = (),
+) -> RotationReport:
+    """Rewrap every data key of the store under ``new``; ``old`` keys help read during it."""
+    return await _require(store).rotate(new, old=old)
+
+
+async def bind_thread(store: Store, namespace: str, thread_id: str, user_id: str) -> bool:
+    """Tie a thread to its user (see ``EncryptedStore.bind_thread``).
+
+    A no-op returning False for an unencrypted store, so the runtime can call it always.
+    """
+    enc = encrypted(store)
+    if enc is None:
+        return False
+    await enc.bind_thread(namespace, thread_id, user_id)
+    return True

@@ -1,0 +1,543 @@
+"""The PostgreSQL backend (``postgresql://user@host/db``, extra ``postgres``).
+
+Many processes and machines on one database. Design, and why:
+
+* **asyncpg with a pool** (``min_size``/``max_size`` options, default 1..10).
+* **One round trip per commit**: ``tether_commit`` (PL/pgSQL, see
+  ``_postgres_schema``) checks and moves every scope head with a conditional
+  ``UPDATE`` (the row lock serialises writers of a scope; a stale head updates
+  nothing and raises SQLSTATE TT409, turned into ``Conflict``), then inserts all
+  node rows and resource heads from arrays. It runs as one statement, so it is
+  atomic; a duplicate node id trips a unique index and nothing is written.
+* **Isolated schemas**: ``?schema=name`` in the URL (or ``schema=``) puts the
+  tables in their own PostgreSQL schema (default ``public``); migrations run under
+  an advisory lock, so processes opening at once are safe.
+* **Durability**: the server's; ``durability="normal"`` sets
+  ``synchronous_commit=off`` on this store's connections (a server crash may lose
+  the last commits, never corrupt).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from .._errors import Conflict, InvalidRequest, StoreError
+from .._graph import CausalNode
+from ._base import (
+    DuplicateNodes,
+    Head,
+    PayloadCodec,
+    ScopeInfo,
+    ScopeStats,
+    ScopeWrite,
+    Store,
+    check_name,
+    check_writes,
+    conflict,
+)
+from ._postgres_schema import LATEST, MIGRATIONS
+from ._sql import (
+    KIND_CODE,
+    KIND_CODES,
+    created_at_text,
+    created_at_value,
+    pack_ids,
+    prefix_upper,
+    unpack_ids,
+)
+
+T = TypeVar("T")
+
+_SCHEMA_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_OPTIONS: Final = frozenset({"schema", "min_size", "max_size", "durability", "command_timeout"})
+_NO_UPPER: Final = 2**62
+_NODE_COLS: Final = (
+    "n.seq, n.id, n.kind, n.parents, n.created_ms, n.created_text, n.rkey, n.payload"
+)
+_RETRY_SQLSTATES: Final = frozenset({"40001", "40P01"})  # serialization failure, deadlock
+
+
+def parse_url(url: str) -> tuple[str, dict[str, str]]:
+    """Split tether's options (``schema``, pool sizes...) off a PostgreSQL URL."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("postgresql", "postgres"):
+        raise InvalidRequest(f"not a PostgreSQL URL: {url!r}")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    ours = {k: v for k, v in query if k in _OPTIONS}
+    rest = [(k, v) for k, v in query if k not in _OPTIONS]
+    dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(rest), parts.fragment))
+    return dsn, ours
+
+
+def _lock_key(schema: str) -> int:
+    # A stable signed 64-bit advisory lock key per schema.
+    return int.from_bytes(
+        hashlib.sha256(f"tether:{schema}".encode()).digest()[:8], "big", signed=True
+    )
+
+
+class PostgresStore(Store):
+    """Open with ``await tether.open_store("postgresql://user@host/db?schema=tether")``."""
+
+    def __init__(self, url: str, pool: Any, *, schema: str, codec: PayloadCodec | None) -> None:
+        super().__init__(codec=codec)
+        self.url = url
+        self.schema = schema
+        self._pool: Any = pool
+        s = f'"{schema}"'
+        self._q = {
+            "commit": f"SELECT {s}.tether_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
+            " $13, $14, $15)",
+            "reset": f"SELECT {s}.tether_reset($1, $2)",
+            "delete_ns": f"SELECT {s}.tether_delete_namespace($1)",
+            "head": f"SELECT generation, sequence, frontier FROM {s}.tether_scopes"
+            " WHERE ns = $1 AND scope = $2",
+            "sid": f"(SELECT sid FROM {s}.tether_scopes WHERE ns = $1 AND scope = $2)",
+            "nodes": f"{s}.tether_nodes",
+            "heads": f"{s}.tether_resource_heads",
+            "scopes": f"{s}.tether_scopes",
+        }
+
+    # -- opening -----------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        codec: PayloadCodec | None = None,
+        schema: str | None = None,
+        min_size: int | None = None,
+        max_size: int | None = None,
+        durability: str | None = None,
+        command_timeout: float | None = None,
+        **connect_options: Any,
+    ) -> PostgresStore:
+        """Connect a pool and bring the schema up to date.
+
+        ``schema``: the PostgreSQL schema holding tether's tables (default ``public``).
+        ``min_size``/``max_size``: the pool's bounds (default 1 and 10).
+        ``durability``: ``"full"`` (the server's setting) or ``"normal"``
+        (``synchronous_commit=off``). Other keyword options go to ``asyncpg.create_pool``.
+        """
+        try:
+            import asyncpg
+        except ImportError as e:  # pragma: no cover - the extra is installed in dev
+            raise StoreError(
+                "PostgreSQL needs asyncpg: pip install 'tether[postgres]'",
+                code="store_unavailable",
+            ) from e
+        dsn, query = parse_url(url)
+        schema = schema or query.get("schema") or "public"
+        if not _SCHEMA_NAME.fullmatch(schema):
+            raise InvalidRequest(
+                f"schema must be a plain identifier (letters, digits, _), got {schema!r}",
+                field="schema",
+            )
+        durability = durability or query.get("durability", "full")
+        if durability not in ("full", "normal"):
+            raise InvalidRequest(
+                f"durability must be 'full' or 'normal', got {durability!r}", field="durability"
+            )
+        try:
+            lo = int(min_size if min_size is not None else query.get("min_size", 1))
+            hi = int(max_size if max_size is not None else query.get("max_size", 10))
+            timeout = command_timeout or (
+                float(query["command_timeout"]) if "command_timeout" in query else None
+            )
+        except ValueError:
+            raise InvalidRequest("min_size, max_size and command_timeout are numbers") from None
+        settings = dict(connect_options.pop("server_settings", None) or {})
+        if durability == "normal":
+            settings["synchronous_commit"] = "off"
+        try:
+            pool = await asyncpg.create_pool(
+                dsn,
+                min_size=min(lo, hi),
+                max_size=hi,
+                command_timeout=timeout,
+                server_settings=settings or None,
+                **connect_options,
+            )
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+            raise StoreError(
+                f"cannot connect to PostgreSQL at {_redact(dsn)}: {e}", code="store_unavailable"
+            ) from e
+        store = cls(url, pool, schema=schema, codec=codec)
+        try:
+            await store._migrate()
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    async def _migrate(self) -> None:
+        if await self._schema_version() == LATEST:
+            return
+        s = f'"{self.schema}"'
+
+        async def run(conn: Any) -> None:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(self.schema))
+                exists = await conn.fetchval(
+                    "SELECT 1 FROM pg_namespace WHERE nspname = $1", self.schema
+                )
+                if not exists:
+                    await conn.execute(f"CREATE SCHEMA {s}")
+                table = await conn.fetchval("SELECT to_regclass($1)", f"{s}.tether_schema")
+                if table is None:
+                    await conn.execute(
+                        f"CREATE TABLE {s}.tether_schema (version int PRIMARY KEY,"
+                        " name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+                    )
+                version = await conn.fetchval(
+                    f"SELECT coalesce(max(version), 0) FROM {s}.tether_schema"
+                )
+                if version > LATEST:
+                    raise StoreError(
+                        f"schema {self.schema!r} is at version {version}, newer than this "
+                        f"tether knows ({LATEST}); upgrade tether",
+                        code="schema_too_new",
+                    )
+                for m in MIGRATIONS:
+                    if m.version > version:
+                        for stmt in m.statements:
+                            await conn.execute(stmt.format(s=s))
+                        await conn.execute(
+                            f"INSERT INTO {s}.tether_schema (version, name) VALUES ($1, $2)",
+                            m.version,
+                            m.name,
+                        )
+
+        await self._with_conn(run)
+
+    async def _schema_version(self) -> int:
+        async def read(conn: Any) -> int:
+            table = await conn.fetchval("SELECT to_regclass($1)", f'"{self.schema}".tether_schema')
+            if table is None:
+                return 0
+            v = await conn.fetchval(
+                f'SELECT coalesce(max(version), 0) FROM "{self.schema}".tether_schema'
+            )
+            return int(v)
+
+        return await self._with_conn(read)
+
+    async def schema_version(self) -> int:
+        """The newest migration applied to this schema."""
+        return await self._schema_version()
+
+    # -- plumbing ----------------------------------------------------------------
+
+    @property
+    def _p(self) -> Any:
+        if self._pool is None:
+            raise StoreError("this store is closed; open a new one with tether.open_store")
+        return self._pool
+
+    async def _with_conn(self, fn: Callable[[Any], Awaitable[T]]) -> T:
+        """Run ``fn(connection)``; retry deadlocks and serialization failures; map errors."""
+        import asyncpg
+
+        for attempt in range(5):
+            try:
+                async with self._p.acquire() as conn:
+                    return await fn(conn)
+            except asyncpg.PostgresError as e:
+                if getattr(e, "sqlstate", None) in _RETRY_SQLSTATES and attempt < 4:
+                    await asyncio.sleep(0.001 * 2**attempt)
+                    continue
+                raise self._error(e) from e
+            except (OSError, asyncpg.InterfaceError) as e:
+                raise StoreError(
+                    f"PostgreSQL connection failed: {e}", code="store_unavailable"
+                ) from e
+        raise AssertionError("unreachable")
+
+    def _error(self, e: Exception) -> Exception:
+        if isinstance(e, Conflict | StoreError | InvalidRequest):
+            return e
+        return StoreError(f"PostgreSQL failed: {e}")
+
+    def _node(self, namespace: str, scope: str, row: Any) -> CausalNode:
+        seq, id_, kind, parents, cms, ctext, rkey, payload = row
+        return CausalNode(
+            id="cw_" + id_.hex(),
+            kind=KIND_CODES[kind],
+            parents=unpack_ids(parents),
+            payload=self.codec.decode(namespace, scope, payload),
+            created_at=created_at_text(cms if ctext is None else ctext),
+            sequence=seq,
+            resource_key=rkey,
+        )
+
+    # -- writing -----------------------------------------------------------------
+
+    async def commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
+        check_writes(namespace, writes)
+        if not writes:
+            return
+        # Lock heads in one global order (scope name), as delete_namespace does, so
+        # two multi-scope commits never wait on each other in a cycle.
+        ordered = sorted(writes, key=lambda w: w.scope)
+        args: list[list[Any]] = [[] for _ in range(14)]
+        (scopes, gens, seqs, counts, frontiers) = args[:5]
+        (n_scope, n_seq, n_id, n_kind, n_parents, n_cms, n_ctext, n_rkey, n_payload) = args[5:]
+        for i, w in enumerate(ordered, start=1):
+            scopes.append(w.scope)
+            gens.append(w.expected_generation)
+            seqs.append(w.expected_sequence)
+            counts.append(len(w.nodes))
+            frontiers.append(pack_ids(w.frontier))
+            for n in w.nodes:
+                n_scope.append(i)
+                n_seq.append(n.sequence)
+                n_id.append(bytes.fromhex(n.id[3:]))
+                n_kind.append(KIND_CODE[n.kind])
+                n_parents.append(pack_ids(n.parents))
+                c = created_at_value(n.created_at)
+                n_cms.append(c if isinstance(c, int) else None)
+                n_ctext.append(c if isinstance(c, str) else None)
+                n_rkey.append(n.resource_key)
+                n_payload.append(self.codec.encode(namespace, w.scope, n.payload))
+
+        import asyncpg
+
+        async def run(conn: Any) -> None:
+            try:
+                await conn.execute(self._q["commit"], namespace, *args)
+            except asyncpg.UniqueViolationError as e:
+                if getattr(e, "constraint_name", None) == "tether_nodes_id":
+                    raise await self._duplicates(conn, namespace, ordered) from None
+                raise Conflict(
+                    f"a concurrent commit took the same sequences: reload and retry ({e})",
+                    namespace=namespace,
+                ) from None
+            except asyncpg.PostgresError as e:
+                if getattr(e, "sqlstate", None) != "TT409":
+                    raise
+                d = json.loads(e.detail or "{}")
+                w = next(x for x in ordered if x.scope == d["scope"])
+                raise conflict(
+                    namespace,
+                    w.scope,
+                    (w.expected_generation, w.expected_sequence),
+                    (int(d["generation"]), int(d["sequence"])),
+                ) from None
+
+        await self._with_conn(run)
+
+    async def _duplicates(
+        self, conn: Any, namespace: str, writes: Sequence[ScopeWrite]
+    ) -> Conflict:
+        for w in writes:
+            if not w.nodes:
+                continue
+            rows = await conn.fetch(
+                f"SELECT n.id FROM {self._q['nodes']} n WHERE n.sid = {self._q['sid']}"
+                " AND n.id = ANY($3::bytea[])",
+                namespace,
+                w.scope,
+                [bytes.fromhex(n.id[3:]) for n in w.nodes],
+            )
+            if rows:
+                ids = ["cw_" + r[0].hex() for r in rows]
+                order = {n.id: i for i, n in enumerate(w.nodes)}
+                ids.sort(key=lambda i: order.get(i, 0))
+                return DuplicateNodes(
+                    f"scope {w.scope!r} already holds {len(ids)} of these nodes",
+                    namespace=namespace,
+                    scope=w.scope,
+                    ids=ids,
+                )
+        # The duplicates vanished meanwhile (a reset): the caller reloads and retries.
+        return Conflict("a scope changed during the commit; reload and retry", namespace=namespace)
+
+    async def reset_scope(self, namespace: str, scope: str) -> Head:
+        check_name("namespace", namespace)
+        check_name("scope", scope)
+
+        async def run(conn: Any) -> int:
+            return int(await conn.fetchval(self._q["reset"], namespace, scope))
+
+        return Head(generation=await self._with_conn(run))
+
+    async def delete_namespace(self, namespace: str) -> int:
+        check_name("namespace", namespace)
+
+        async def run(conn: Any) -> int:
+            return int(await conn.fetchval(self._q["delete_ns"], namespace))
+
+        return await self._with_conn(run)
+
+    # -- reading -----------------------------------------------------------------
+
+    async def _fetch(self, sql: str, *args: Any) -> list[Any]:
+        async def run(conn: Any) -> list[Any]:
+            return list(await conn.fetch(sql, *args))
+
+        return await self._with_conn(run)
+
+    async def head(self, namespace: str, scope: str) -> Head:
+        rows = await self._fetch(self._q["head"], namespace, scope)
+        if not rows:
+            return Head()
+        generation, sequence, frontier = rows[0]
+        return Head(generation=generation, sequence=sequence, frontier=unpack_ids(frontier))
+
+    async def nodes(
+        self,
+        namespace: str,
+        scope: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 1000,
+        descending: bool = False,
+    ) -> list[CausalNode]:
+        if limit <= 0:
+            return []
+        order = "DESC" if descending else "ASC"
+        rows = await self._fetch(
+            f"SELECT {_NODE_COLS} FROM {self._q['nodes']} n WHERE n.sid = {self._q['sid']}"
+            f" AND n.seq > $3 AND n.seq < $4 ORDER BY n.seq {order} LIMIT $5",
+            namespace,
+            scope,
+            max(after, 0),
+            _NO_UPPER if before is None else min(before, _NO_UPPER),
+            limit,
+        )
+        return [self._node(namespace, scope, r) for r in rows]
+
+    async def get_nodes(
+        self, namespace: str, scope: str, ids: Sequence[str]
+    ) -> dict[str, CausalNode]:
+        raw: list[bytes] = []
+        for i in dict.fromkeys(ids):
+            try:
+                if isinstance(i, str) and len(i) == 27 and i.startswith("cw_"):
+                    raw.append(bytes.fromhex(i[3:]))
+            except ValueError:
+                continue  # not an id: it cannot be stored, so it is simply missing
+        if not raw:
+            return {}
+        rows = await self._fetch(
+            f"SELECT {_NODE_COLS} FROM {self._q['nodes']} n WHERE n.sid = {self._q['sid']}"
+            " AND n.id = ANY($3::bytea[])",
+            namespace,
+            scope,
+            raw,
+        )
+        found = {(n := self._node(namespace, scope, r)).id: n for r in rows}
+        return {i: found[i] for i in ids if i in found}
+
+    async def resource_head(self, namespace: str, scope: str, key: str) -> CausalNode | None:
+        rows = await self._fetch(
+            f"SELECT {_NODE_COLS} FROM {self._q['heads']} r"
+            f" JOIN {self._q['nodes']} n ON n.sid = r.sid AND n.seq = r.seq"
+            f" WHERE r.sid = {self._q['sid']} AND r.key = $3",
+            namespace,
+            scope,
+            key,
+        )
+        return self._node(namespace, scope, rows[0]) if rows else None
+
+    async def resource_heads(
+        self, namespace: str, scope: str, prefix: str = ""
+    ) -> dict[str, CausalNode]:
+        upper = prefix_upper(prefix)
+        sql = (
+            f"SELECT r.key, {_NODE_COLS} FROM {self._q['heads']} r"
+            f" JOIN {self._q['nodes']} n ON n.sid = r.sid AND n.seq = r.seq"
+            f" WHERE r.sid = {self._q['sid']} AND r.key >= $3"
+        )
+        args: list[Any] = [namespace, scope, prefix]
+        if upper is not None:
+            sql += " AND r.key < $4"
+            args.append(upper)
+        rows = await self._fetch(sql + " ORDER BY r.key", *args)
+        return {r[0]: self._node(namespace, scope, tuple(r)[1:]) for r in rows}
+
+    async def versions(
+        self, namespace: str, scope: str, key: str, *, limit: int = 1000
+    ) -> list[CausalNode]:
+        if limit <= 0:
+            return []
+        rows = await self._fetch(
+            f"SELECT {_NODE_COLS} FROM {self._q['nodes']} n WHERE n.sid = {self._q['sid']}"
+            " AND n.rkey = $3 ORDER BY n.seq LIMIT $4",
+            namespace,
+            scope,
+            key,
+            limit,
+        )
+        return [self._node(namespace, scope, r) for r in rows]
+
+    async def list_namespaces(self, *, after: str | None = None, limit: int = 100) -> list[str]:
+        if limit <= 0:
+            return []
+        t = self._q["scopes"]
+        # A skip scan over the (ns, scope) index: one probe per namespace returned.
+        rows = await self._fetch(
+            "WITH RECURSIVE ns(name) AS ("
+            f" SELECT (SELECT min(ns) FROM {t} WHERE ns > $1 AND sequence > 0)"
+            " UNION ALL"
+            f" SELECT (SELECT min(s.ns) FROM {t} s WHERE s.ns > ns.name AND s.sequence > 0)"
+            " FROM ns WHERE ns.name IS NOT NULL"
+            ") SELECT name FROM ns WHERE name IS NOT NULL LIMIT $2",
+            "" if after is None else after,
+            limit,
+        )
+        return [r[0] for r in rows]
+
+    async def list_scopes(
+        self, namespace: str, *, prefix: str = "", after: str | None = None, limit: int = 100
+    ) -> list[ScopeInfo]:
+        if limit <= 0:
+            return []
+        lower, op = (prefix, ">=") if after is None or after < prefix else (after, ">")
+        sql = (
+            f"SELECT scope, generation, sequence FROM {self._q['scopes']}"
+            f" WHERE ns = $1 AND scope {op} $2 AND sequence > 0"
+        )
+        args: list[Any] = [namespace, lower]
+        upper = prefix_upper(prefix)
+        if upper is not None:
+            sql += " AND scope < $3"
+            args.append(upper)
+        rows = await self._fetch(sql + f" ORDER BY scope LIMIT ${len(args) + 1}", *args, limit)
+        return [ScopeInfo(scope=r[0], generation=r[1], sequence=r[2]) for r in rows]
+
+    async def stats(self, namespace: str, scope: str) -> ScopeStats:
+        rows = await self._fetch(
+            f"SELECT n.kind, count(*), sum(length(n.payload)) FROM {self._q['nodes']} n"
+            f" WHERE n.sid = {self._q['sid']} GROUP BY n.kind",
+            namespace,
+            scope,
+        )
+        return ScopeStats(
+            nodes=sum(int(r[1]) for r in rows),
+            payload_bytes=sum(int(r[2] or 0) for r in rows),
+            kinds={KIND_CODES[r[0]]: int(r[1]) for r in rows},
+        )
+
+    # -- closing -----------------------------------------------------------------
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+
+def _redact(dsn: str) -> str:
+    parts = urlsplit(dsn)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return dsn

@@ -50,7 +50,8 @@ async def read_tail(
         )
         newest_first.extend(batch)
         nodes = newest_first[::-1]
-        if len(batch) < page or enough(nodes):
+        # ``enough`` runs on the last page too, so a caller may keep what it computed.
+        if enough(nodes) or len(batch) < page:
             return nodes
         upper = batch[-1].sequence
         # Doubling pages keeps the number of round trips logarithmic and the

@@ -99,12 +99,31 @@ async def _load(
     after = summary.through if summary is not None else 0
     before = head.sequence + 1
 
-    if isinstance(policy, Window):
-        size = policy.size
+    if isinstance(policy, Window | Tokens):
+        # Window and tokens read the tail in growing pages until the policy's choice
+        # stops at a unit inside what was read (older nodes cannot change it then).
+        if isinstance(policy, Window):
+            size = policy.size
 
-        def enough_window(nodes: list[Any]) -> bool:
+            def choose(units: list[Unit]) -> int:
+                return select_window(units, size)
+
+            first_page = max(64, 4 * size)
+        else:
+            counter = policy.counter or default_counter()
+            budget = policy.max_tokens - messages_tokens(prefix, counter)
+            keep = policy.preserve_recent
+
+            def choose(units: list[Unit]) -> int:
+                return select_tokens(units, budget, keep, counter)
+
+            first_page = 64
+        last: list[tuple[int, list[Unit], int]] = []  # (nodes projected, units, start)
+
+        def enough(nodes: list[Any]) -> bool:
             units = project(nodes, llm=llm, run=run)
-            return select_window(units, size) > 0
+            last[:] = [(len(nodes), units, choose(units))]
+            return last[0][2] > 0
 
         nodes = await read_tail(
             store,
@@ -112,25 +131,15 @@ async def _load(
             scope,
             after=after,
             before=before,
-            enough=enough_window,
-            first_page=max(64, 4 * size),
+            enough=enough,
+            first_page=first_page,
         )
-        units = project(nodes, llm=llm, run=run)
-        units = units[select_window(units, size) :]
-    elif isinstance(policy, Tokens):
-        counter = policy.counter or default_counter()
-        budget = policy.max_tokens - messages_tokens(prefix, counter)
-        keep = policy.preserve_recent
-
-        def enough_tokens(nodes: list[Any]) -> bool:
+        if last and last[0][0] == len(nodes):
+            _, units, start = last[0]
+        else:
             units = project(nodes, llm=llm, run=run)
-            return select_tokens(units, budget, keep, counter) > 0
-
-        nodes = await read_tail(
-            store, namespace, scope, after=after, before=before, enough=enough_tokens
-        )
-        units = project(nodes, llm=llm, run=run)
-        units = units[select_tokens(units, budget, keep, counter) :]
+            start = choose(units)
+        units = units[start:]
     else:
         nodes = await read_nodes(store, namespace, scope, after=after, before=before)
         units = project(nodes, llm=llm, run=run)

@@ -59,7 +59,9 @@ class EstimateCounter:
     def count(self, text: str) -> int:
         if not text:
             return 0
-        ascii_chars = sum(1 for c in text if c < "\x80")
+        if text.isascii():
+            return math.ceil(len(text) / 4)
+        ascii_chars = len(text.encode("ascii", "ignore"))  # counted in C, not per character
         return math.ceil(ascii_chars / 4) + (len(text) - ascii_chars)
 
     def __repr__(self) -> str:

@@ -2,16 +2,16 @@
 
 A counter is anything with ``count(text) -> int`` (the ``TokenCounter`` protocol).
 ``default_counter()`` uses tiktoken's ``o200k_base`` encoding when tiktoken is
-installed and its encoding file can be loaded (tiktoken fetches it once, then
-caches it); otherwise it falls back to ``EstimateCounter``, a documented estimate
-that needs nothing:
+installed and selected (see ``default_counter``: tether never lets tiktoken fetch
+its encoding from the network on its own); otherwise ``EstimateCounter``, a
+documented estimate that needs nothing:
 
     tokens(text) = ceil(ASCII characters / 4) + non-ASCII characters
 
 Four ASCII characters per token is OpenAI's rule of thumb for English; counting
 every non-ASCII character as a whole token keeps CJK and other scripts from being
 badly underestimated (it overestimates accented Latin text, which errs on the
-safe side for a budget). Set ``TETHER_TOKEN_COUNTER=estimate`` to skip tiktoken.
+safe side for a budget). ``TiktokenCounter()`` can always be passed explicitly.
 
 A message costs its content plus ``MESSAGE_OVERHEAD`` tokens (role and framing,
 as in OpenAI's cookbook), plus the name and JSON arguments of each tool call.
@@ -89,20 +89,26 @@ TIKTOKEN_LOAD_TIMEOUT = 10.0
 
 @functools.cache
 def default_counter() -> TokenCounter:
-    """tiktoken's ``o200k_base`` when available, else ``EstimateCounter`` (decided once).
+    """The counter used when none is given (decided once per process).
 
-    The first call may wait for tiktoken to fetch its encoding; a daemon thread does it
-    and the wait is bounded by ``TIKTOKEN_LOAD_TIMEOUT`` seconds (tiktoken's own fetch
-    has no timeout), so an offline machine falls back to the estimate instead of hanging.
+    tiktoken needs its encoding file, which it downloads on first use. A state
+    library must not reach the network behind its user's back (nor stall on a
+    machine without one), so tiktoken is used only when asked for:
+    ``TETHER_TOKEN_COUNTER=tiktoken`` (or ``tiktoken:<encoding>``), or when
+    ``TIKTOKEN_CACHE_DIR`` points at a prepared offline cache. Otherwise, and if
+    loading fails or takes over ``TIKTOKEN_LOAD_TIMEOUT`` seconds, the estimate.
     """
     choice = os.environ.get("TETHER_TOKEN_COUNTER", "")
-    if choice == "estimate":
+    wanted = choice.startswith("tiktoken") or (
+        choice != "estimate" and bool(os.environ.get("TIKTOKEN_CACHE_DIR"))
+    )
+    if not wanted:
         return EstimateCounter()
     encoding = choice.partition(":")[2] if choice.startswith("tiktoken:") else "o200k_base"
     found: list[TokenCounter] = []
 
     def load() -> None:
-        # Not installed, or the encoding cannot be fetched: keep the estimate.
+        # Not installed, or the encoding cannot be loaded: keep the estimate.
         with contextlib.suppress(Exception):
             found.append(TiktokenCounter(encoding))
 

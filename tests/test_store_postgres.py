@@ -1,0 +1,239 @@
+"""The PostgreSQL backend's own promises: URL options, schemas, migrations, durability.
+
+Behaviour shared by every backend lives in tests/conformance/. Every test here uses
+its own PostgreSQL schema and drops it: the server is shared with other tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tether import InvalidRequest, StoreError, Transaction
+from tether.store import _postgres_schema, open_store
+from tether.store.postgres import PostgresStore, parse_url
+
+pytestmark = pytest.mark.postgres
+
+
+def with_query(url: str, query: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}{query}"
+
+
+@pytest.fixture
+async def schema(postgres_url: str) -> AsyncIterator[str]:
+    name = f"tether_pgtest_{uuid.uuid4().hex[:12]}"
+    try:
+        yield name
+    finally:
+        conn = await asyncpg.connect(postgres_url)
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        finally:
+            await conn.close()
+
+
+async def _sql(url: str, fn: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
+    conn = await asyncpg.connect(url)
+    try:
+        return await fn(conn)
+    finally:
+        await conn.close()
+
+
+def test_parse_url_splits_tether_options_off() -> None:
+    dsn, opts = parse_url(
+        "postgres://u:p@h:5433/db?schema=t1&sslmode=disable&min_size=2&max_size=3"
+    )
+    assert dsn == "postgresql://u:p@h:5433/db?sslmode=disable"
+    assert opts == {"schema": "t1", "min_size": "2", "max_size": "3"}
+    with pytest.raises(InvalidRequest):
+        parse_url("mysql://h/db")
+
+
+async def test_a_schema_name_must_be_an_identifier(postgres_url: str) -> None:
+    for bad in ('x"; DROP TABLE y; --', "1abc", "a-b", "x" * 64):
+        with pytest.raises(InvalidRequest):
+            await open_store(postgres_url, schema=bad)
+
+
+async def test_an_unreachable_server_is_a_typed_error() -> None:
+    with pytest.raises(StoreError) as e:
+        await open_store("postgresql://nobody:secret@127.0.0.1:1/none", timeout=2)
+    assert e.value.code == "store_unavailable"
+    assert "secret" not in e.value.message
+
+
+async def test_tables_live_in_the_named_schema(postgres_url: str, schema: str) -> None:
+    async with await open_store(with_query(postgres_url, f"schema={schema}")) as s:
+        assert isinstance(s, PostgresStore) and s.schema == schema
+        txn = Transaction(s, "ns")
+        await txn.append("thread:t", "goal", {"x": 1})
+        await txn.commit()
+        assert await s.schema_version() == _postgres_schema.LATEST
+
+    async def tables(conn: Any) -> list[str]:
+        rows = await conn.fetch(
+            "SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY 1", schema
+        )
+        return [r[0] for r in rows]
+
+    assert await _sql(postgres_url, tables) == [
+        "tether_nodes",
+        "tether_resource_heads",
+        "tether_schema",
+        "tether_scopes",
+    ]
+
+
+async def test_processes_opening_a_fresh_schema_at_once_migrate_it_once(
+    postgres_url: str, schema: str
+) -> None:
+    url = with_query(postgres_url, f"schema={schema}")
+    stores = await asyncio.gather(*(open_store(url, max_size=2) for _ in range(6)))
+    try:
+        for i, s in enumerate(stores):
+            txn = Transaction(s, "ns")
+            await txn.append(f"thread:{i}", "goal", {"i": i})
+            await txn.commit()
+    finally:
+        for s in stores:
+            await s.close()
+
+    async def versions(conn: Any) -> list[int]:
+        return [r[0] for r in await conn.fetch(f'SELECT version FROM "{schema}".tether_schema')]
+
+    assert await _sql(postgres_url, versions) == [m.version for m in _postgres_schema.MIGRATIONS]
+
+
+async def test_a_newer_schema_is_refused(postgres_url: str, schema: str) -> None:
+    url = with_query(postgres_url, f"schema={schema}")
+    async with await open_store(url):
+        pass
+
+    async def bump(conn: Any) -> None:
+        await conn.execute(
+            f"INSERT INTO \"{schema}\".tether_schema (version, name) VALUES (999, 'future')"
+        )
+
+    await _sql(postgres_url, bump)
+    with pytest.raises(StoreError) as e:
+        await open_store(url)
+    assert e.value.code == "schema_too_new"
+
+
+async def test_a_new_migration_is_applied_in_place(
+    postgres_url: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = with_query(postgres_url, f"schema={schema}")
+    async with await open_store(url) as s:
+        txn = Transaction(s, "ns")
+        await txn.append("thread:t", "goal", {"x": 1})
+        await txn.commit()
+    extra = _postgres_schema.Migration(
+        version=_postgres_schema.LATEST + 1,
+        name="test: a note column",
+        statements=("ALTER TABLE {s}.tether_scopes ADD COLUMN note text",),
+    )
+    import tether.store.postgres as mod
+
+    monkeypatch.setattr(mod, "MIGRATIONS", (*_postgres_schema.MIGRATIONS, extra))
+    monkeypatch.setattr(mod, "LATEST", extra.version)
+    async with await open_store(url) as s:
+        assert isinstance(s, PostgresStore)
+        assert await s.schema_version() == extra.version
+        assert (await s.head("ns", "thread:t")).sequence == 1
+
+    async def cols(conn: Any) -> list[str]:
+        rows = await conn.fetch(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = $1 AND table_name = 'tether_scopes'",
+            schema,
+        )
+        return [r[0] for r in rows]
+
+    assert "note" in await _sql(postgres_url, cols)
+
+
+async def test_durability_normal_turns_synchronous_commit_off(
+    postgres_url: str, schema: str
+) -> None:
+    base = with_query(postgres_url, f"schema={schema}")
+    for url, want in ((base, "on"), (with_query(base, "durability=normal"), "off")):
+        async with await open_store(url) as s:
+            assert isinstance(s, PostgresStore)
+
+            async def show(conn: Any) -> str:
+                return str(await conn.fetchval("SHOW synchronous_commit"))
+
+            assert await s._with_conn(show) == want
+    with pytest.raises(InvalidRequest):
+        await open_store(base, durability="paranoid")
+
+
+async def test_rows_are_compact(postgres_url: str, schema: str) -> None:
+    async with await open_store(with_query(postgres_url, f"schema={schema}")) as s:
+        txn = Transaction(s, "ns")
+        await txn.append("thread:t", "goal", {"x": 1})
+        await txn.append("thread:t", "answer", {"x": 2})
+        await txn.commit()
+
+    async def rows(conn: Any) -> list[Any]:
+        return list(
+            await conn.fetch(
+                f"SELECT length(id), length(parents), created_ms IS NOT NULL, created_text"
+                f' FROM "{schema}".tether_nodes ORDER BY seq'
+            )
+        )
+
+    assert [tuple(r) for r in await _sql(postgres_url, rows)] == [
+        (12, 0, True, None),
+        (12, 12, True, None),
+    ]
+
+
+class _Counting:
+    """A connection proxy counting the statements sent to the server."""
+
+    def __init__(self, conn: Any, log: list[str]) -> None:
+        self._conn, self._log = conn, log
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._conn, name)
+        if name in ("execute", "fetch", "fetchval", "fetchrow", "executemany"):
+
+            def call(sql: str, *args: Any, **kw: Any) -> Any:
+                self._log.append(sql)
+                return attr(sql, *args, **kw)
+
+            return call
+        return attr
+
+
+async def test_a_commit_is_one_statement_whatever_it_touches(
+    postgres_url: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with await open_store(with_query(postgres_url, f"schema={schema}")) as s:
+        assert isinstance(s, PostgresStore)
+        txn = Transaction(s, "ns")
+        for scope in ("thread:a", "user:u", "app"):
+            await txn.append(scope, "goal", {"s": scope})
+            await txn.append(scope, "resource", {"v": 1}, resource_key="var:v")
+        sent: list[str] = []
+        inner = PostgresStore._with_conn
+
+        async def counting(self: PostgresStore, fn: Any) -> Any:
+            return await inner(self, lambda conn: fn(_Counting(conn, sent)))
+
+        monkeypatch.setattr(PostgresStore, "_with_conn", counting)
+        await txn.commit()
+        monkeypatch.undo()
+        assert len(sent) == 1 and "tether_commit" in sent[0]
+        for scope in ("thread:a", "user:u", "app"):
+            assert (await s.head("ns", scope)).sequence == 2
+            assert (await s.resource_head("ns", scope, "var:v")) is not None

@@ -47,16 +47,24 @@ def service() -> TetherSessionService:
     return TetherSessionService(MemoryStore())
 
 
-def _event(text: str, *, author: str = "user", ts: float | None = None, **delta: Any) -> Event:
-    return Event(
+def _event(
+    text: str, *, author: str = "user", ts: float | None = None, delta: dict[str, Any] | None = None
+) -> Event:
+    ev = Event(
         invocation_id="inv-1",
         author=author,
         content=types.Content(
             role="user" if author == "user" else "model", parts=[types.Part(text=text)]
         ),
-        actions=EventActions(state_delta=dict(delta)),
-        **({"timestamp": ts} if ts is not None else {}),
+        actions=EventActions(state_delta=dict(delta or {})),
     )
+    if ts is not None:
+        ev.timestamp = ts
+    return ev
+
+
+def _texts(session: Any) -> list[str]:
+    return [e.content.parts[0].text for e in session.events]
 
 
 async def test_create_merges_scoped_state(service: TetherSessionService) -> None:
@@ -88,13 +96,12 @@ async def test_get_missing_and_config(service: TetherSessionService) -> None:
     s = await service.create_session(app_name=APP, user_id="u", session_id="s")
     for i in range(5):
         await service.append_event(s, _event(f"m{i}", ts=100.0 + i))
-    texts = lambda sess: [e.content.parts[0].text for e in sess.events]  # noqa: E731
     full = await service.get_session(app_name=APP, user_id="u", session_id="s")
-    assert full is not None and texts(full) == ["m0", "m1", "m2", "m3", "m4"]
+    assert full is not None and _texts(full) == ["m0", "m1", "m2", "m3", "m4"]
     recent = await service.get_session(
         app_name=APP, user_id="u", session_id="s", config=GetSessionConfig(num_recent_events=2)
     )
-    assert recent is not None and texts(recent) == ["m3", "m4"]
+    assert recent is not None and _texts(recent) == ["m3", "m4"]
     none = await service.get_session(
         app_name=APP, user_id="u", session_id="s", config=GetSessionConfig(num_recent_events=0)
     )
@@ -102,14 +109,14 @@ async def test_get_missing_and_config(service: TetherSessionService) -> None:
     after = await service.get_session(
         app_name=APP, user_id="u", session_id="s", config=GetSessionConfig(after_timestamp=102.0)
     )
-    assert after is not None and texts(after) == ["m2", "m3", "m4"]
+    assert after is not None and _texts(after) == ["m2", "m3", "m4"]
     both = await service.get_session(
         app_name=APP,
         user_id="u",
         session_id="s",
         config=GetSessionConfig(num_recent_events=4, after_timestamp=103.0),
     )
-    assert both is not None and texts(both) == ["m3", "m4"]
+    assert both is not None and _texts(both) == ["m3", "m4"]
     assert full.last_update_time == 104.0
     assert full.events[2] == _event("m2", ts=102.0).model_copy(update={"id": full.events[2].id})
 
@@ -136,7 +143,7 @@ async def test_append_event_scopes(service: TetherSessionService) -> None:
     s1 = await service.create_session(app_name=APP, user_id="u1", session_id="s1")
     s2 = await service.create_session(app_name=APP, user_id="u1", session_id="s2")
     s3 = await service.create_session(app_name=APP, user_id="u2", session_id="s3")
-    ev = _event("hi", **{"app:v": 2, "user:lang": "fr", "step": 1, "temp:t": "x"})
+    ev = _event("hi", delta={"app:v": 2, "user:lang": "fr", "step": 1, "temp:t": "x"})
     await service.append_event(s1, ev)
     assert s1.state["temp:t"] == "x"  # the invocation sees temp state...
     assert "temp:t" not in ev.actions.state_delta  # ...but the event does not carry it
@@ -275,7 +282,7 @@ async def _runner_loop(store: Store) -> None:
     assert await turn("What did I ask?") == "You asked about Oslo."
     # the last model call saw the whole first turn, read back from tether
     contents = llm.seen[-1].contents
-    assert contents[0].parts[0].text == "Weather in Oslo?"
+    assert contents[0].parts and contents[0].parts[0].text == "Weather in Oslo?"
     assert any(p.function_response for c in contents for p in c.parts or [])
     session = await service.get_session(app_name=APP, user_id="u", session_id="chat")
     assert session is not None

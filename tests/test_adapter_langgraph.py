@@ -303,7 +303,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
         return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, float) and a != a:
-        return b != b
+        return bool(b != b)
     return bool(a == b)
 
 

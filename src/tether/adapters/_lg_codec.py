@@ -44,12 +44,24 @@ def unpack(serde: Serde, packed: dict[str, Any]) -> Any:
     return serde.loads_typed((packed["s"], base64.b64decode(packed["b"])))
 
 
+def identify(serde: Serde, value: Any) -> tuple[str | None, bytes]:
+    """(serializer type, or None for a JSON scalar; the exact bytes): cheap, no base64."""
+    if is_json_scalar(value):
+        return None, canonical_json(value)
+    return serde.dumps_typed(value)
+
+
+def stored_form(t: str | None, b: bytes, value: Any) -> dict[str, Any]:
+    """The payload form of what ``identify`` returned."""
+    if t is None:
+        return {"j": value}
+    return {"s": t, "b": base64.b64encode(b).decode("ascii")}
+
+
 def content(serde: Serde, value: Any) -> tuple[dict[str, Any], bytes]:
     """The exact stored form of a deduplicated value, and the bytes that identify it."""
-    if is_json_scalar(value):
-        return {"j": value}, b"j\0" + canonical_json(value)
-    t, b = serde.dumps_typed(value)
-    return {"s": t, "b": base64.b64encode(b).decode("ascii")}, t.encode() + b"\0" + b
+    t, b = identify(serde, value)
+    return stored_form(t, b, value), (t or "j").encode() + b"\0" + b
 
 
 def decode_content(serde: Serde, v: dict[str, Any]) -> Any:

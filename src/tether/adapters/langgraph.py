@@ -68,7 +68,16 @@ from .._errors import InvalidRequest, StoreError
 from .._graph import CausalNode, node_id
 from .._txn import Transaction, transact
 from ..store import Store, open_store
-from ._lg_codec import content, decode_content, message_fields, pack, ref_ids, unpack
+from ._lg_codec import (
+    content,
+    decode_content,
+    identify,
+    message_fields,
+    pack,
+    ref_ids,
+    stored_form,
+    unpack,
+)
 from ._sync import LoopBridge
 from ._values import LRU, Planned, TreeBuilder, dedupe, is_json_scalar
 
@@ -314,10 +323,15 @@ class TetherSaver(BaseCheckpointSaver[str]):
     # -- encoding values -----------------------------------------------------------
 
     def _element(self, value: Any) -> Planned:
-        v, ident = content(self.serde, value)
-        digest = hashlib.sha256(b"el\0" + self.llm.encode() + b"\0" + ident).digest()
+        # Every element of a list is serialized at every step (as LangGraph's own
+        # savers do); only the base64 form and the canonical-JSON id are cached.
+        t, b = identify(self.serde, value)
+        digest = hashlib.sha256(
+            b"el\0" + self.llm.encode() + b"\0" + (t or "j").encode() + b"\0" + b
+        ).digest()
         planned = self._elements.get(digest)
         if planned is None:
+            v = stored_form(t, b, value)
             kind, fields = message_fields(value, self.llm)
             payload = {**fields, "lg": "el", "v": v}
             try:

@@ -66,6 +66,20 @@ async def _load(store: Store) -> float:
 Opener = Callable[[Path], Awaitable[Store]]
 
 
+async def _drop_schema(store: Store) -> None:
+    """PostgreSQL runs get a schema of their own; leave nothing behind on the server."""
+    schema = getattr(store, "schema", None)
+    if not isinstance(schema, str) or not schema.startswith("bench_crypto_"):
+        return
+    import asyncpg
+
+    conn = await asyncpg.connect(store.url.split("?", 1)[0])
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        await conn.close()
+
+
 def configs(postgres: str | None) -> dict[str, Opener]:
     key = MasterKey.generate()
 
@@ -92,9 +106,7 @@ def configs(postgres: str | None) -> dict[str, Opener]:
 
         def pg(cipher: Any) -> Opener:
             async def open_(d: Path) -> Store:
-                import uuid
-
-                schema = f"bench_crypto_{uuid.uuid4().hex[:8]}"
+                schema = f"bench_crypto_{d.name.lower().strip('_')}"[:63]
                 sep = "&" if "?" in postgres else "?"
                 return await open_store(f"{postgres}{sep}schema={schema}", cipher=cipher)
 
@@ -124,6 +136,7 @@ async def main() -> None:
                     loads[name].append(await _load(store))
                 finally:
                     await store.close()
+                    await _drop_schema(store)
             medians[name].append(statistics.median(lat))
             p95s[name].append(statistics.quantiles(lat, n=20)[-1])
     print(f"{args.turns} turns x {args.rounds} rounds, 2 nodes of 200 bytes per turn")

@@ -98,6 +98,12 @@ class EncryptedStore(Store):
         self.keyring = keyring
         self.url = inner.url
         self._closed = False
+        self._declined: dict[tuple[str, str, str], None] = {}  # bounded, insertion-ordered
+
+    def _decline(self, namespace: str, thread_id: str, user_id: str) -> None:
+        if len(self._declined) >= 65536:
+            self._declined.pop(next(iter(self._declined)))
+        self._declined[(namespace, thread_id, user_id)] = None
 
     def _open(self) -> None:
         if self._closed:
@@ -215,24 +221,34 @@ class EncryptedStore(Store):
 
     # -- what encryption adds ----------------------------------------------------------
 
-    async def bind_thread(self, namespace: str, thread_id: str, user_id: str) -> None:
+    async def bind_thread(
+        self, namespace: str, thread_id: str, user_id: str, *, strict: bool = True
+    ) -> bool:
         """Encrypt the thread with the user's key, so erasing the user erases it too.
 
         Call it before the thread's first write (when the thread is created for a
         user; the runtime does when ``agent.step`` gets ``user=``). Binding again
         to the same user is free; to another user, or binding a thread that already
-        holds nodes under the namespace key, raises ``CipherError``.
+        holds nodes under the namespace key, raises ``CipherError`` (codes
+        ``thread_bound``, ``thread_not_empty``), or with ``strict=False`` returns
+        False and leaves the thread as it is. Returns True when the thread is bound
+        to ``user_id``.
         """
         self._open()
         check_name("namespace", namespace)
         scope = scopes.thread(thread_id)
         scopes.user(user_id)
         if self.keyring.bound_user(namespace, thread_id) == user_id:
-            return
+            return True
+        if not strict and (namespace, thread_id, user_id) in self._declined:
+            return False  # decided before: no query on every step of such a thread
         bound = await self.keyring.binding(namespace, thread_id)
         if bound is None:
             head = await self.inner.head(namespace, scope)
             if head.sequence:
+                if not strict:
+                    self._decline(namespace, thread_id, user_id)
+                    return False
                 raise CipherError(
                     f"thread {thread_id!r} already holds {head.sequence} nodes encrypted with the "
                     "namespace key; bind a thread to its user before its first write",
@@ -242,12 +258,16 @@ class EncryptedStore(Store):
                 )
             bound = await self.keyring.bind(namespace, thread_id, user_id)
         if bound != user_id:
+            if not strict:
+                self._decline(namespace, thread_id, user_id)
+                return False
             raise CipherError(
                 f"thread {thread_id!r} is bound to another user; a thread has one owner",
                 code="thread_bound",
                 namespace=namespace,
                 thread=thread_id,
             )
+        return True
 
     async def erase_user(self, namespace: str, user_id: str) -> ErasureReport:
         """Destroy the user's data key: every payload of the user (and of the threads
@@ -341,13 +361,17 @@ async def rotate(
     return await _require(store).rotate(new, old=old)
 
 
-async def bind_thread(store: Store, namespace: str, thread_id: str, user_id: str) -> bool:
-    """Tie a thread to its user (see ``EncryptedStore.bind_thread``).
+async def bind_thread(
+    store: Store, namespace: str, thread_id: str, user_id: str, *, strict: bool = True
+) -> bool:
+    """Tie a thread to its user, so erasing the user erases the thread (see
+    ``EncryptedStore.bind_thread``). Whether the thread is now bound to the user.
 
-    A no-op returning False for an unencrypted store, so the runtime can call it always.
+    A no-op returning False for an unencrypted store, so the runtime can call it on
+    every step that has a user (``strict=False``: a thread that already belongs to
+    someone else, or was written before any binding, is left as it is).
     """
     enc = encrypted(store)
     if enc is None:
         return False
-    await enc.bind_thread(namespace, thread_id, user_id)
-    return True
+    return await enc.bind_thread(namespace, thread_id, user_id, strict=strict)

@@ -338,3 +338,71 @@ def test_cipher_from_env(tmp_path: Path) -> None:
         {"TETHER_MASTER_KEY": new.to_base64(), "TETHER_MASTER_KEY_OLD_FILE": str(f)}
     )
     assert c is not None and c.masters == (new, old)
+
+
+def _sqlite_rows(path: Path, scope: str) -> list[int]:
+    import sqlite3
+
+    c = sqlite3.connect(path)
+    try:
+        (sid,) = c.execute(
+            "SELECT sid FROM tether_scopes WHERE ns = ? AND scope = ?", (NS, scope)
+        ).fetchone()
+        return [
+            r[0]
+            for r in c.execute(
+                "SELECT k FROM tether_nodes WHERE k BETWEEN ? AND ? ORDER BY k",
+                (sid << 32, (sid << 32) | 0xFFFFFFFF),
+            )
+        ]
+    finally:
+        c.close()
+
+
+def _sqlite_copy_payload(path: Path, src: int, dst: int) -> None:
+    import sqlite3
+
+    c = sqlite3.connect(path)
+    try:
+        c.execute(
+            "UPDATE tether_nodes SET payload = (SELECT payload FROM tether_nodes WHERE k = ?)"
+            " WHERE k = ?",
+            (src, dst),
+        )
+        c.commit()
+    finally:
+        c.close()
+
+
+async def test_ciphertext_moved_in_the_database_is_caught(tmp_path: Path) -> None:
+    """An attacker with write access moves sealed payloads around in the SQLite file."""
+    path = tmp_path / "moved.db"
+    key = MasterKey.generate()
+    store = await _open_sqlite(path, key)
+    # thread:a and app share the namespace key: only the associated data tells them apart.
+    await _write(store, "thread:a", {"secret": "a"})
+    await _write(store, "app", {"public": 1})
+    await _write(store, "thread:b", {"n": 1})
+    await _write(store, "thread:b", {"n": 2})
+    await store.close()
+    (a,), (app,) = _sqlite_rows(path, "thread:a"), _sqlite_rows(path, "app")
+    _sqlite_copy_payload(path, a, app)
+    store = await _open_sqlite(path, key)
+    with pytest.raises(CipherError) as e:
+        await store.nodes(NS, "app")
+    assert e.value.code == "decrypt_failed"
+    # Within one scope a swap decrypts, but the payload no longer matches the node's id.
+    b1, b2 = _sqlite_rows(path, "thread:b")
+    assert (await verify_scope(store, NS, "thread:b")).ok
+    await store.close()
+    _sqlite_copy_payload(path, b1, b2)
+    store = await _open_sqlite(path, key)
+    check = await verify_scope(store, NS, "thread:b")
+    assert not check.ok and check.code == "identity_mismatch"
+    await store.close()
+
+
+async def _open_sqlite(path: Path, key: MasterKey) -> Store:
+    from tether.store import open_store
+
+    return await open_store(f"sqlite:///{path}", cipher=key)

@@ -170,9 +170,17 @@ class Transaction:
         )
         if node.id in d.by_id:
             return d.by_id[node.id]
-        if node.id in self._existing:
+        # Could this node already be stored? Not if a parent is new in this
+        # transaction (its id would name an unstored node), nor if its parents are
+        # the frontier (a stored child of every frontier node would have taken them
+        # off the frontier). So only explicit parents that are all stored need a
+        # look-up, which keeps the common append free of round trips.
+        if node.id in self._existing or (
+            op.parents is not None and not any(p in d.by_id for p in node.parents)
+        ):
             found = await self.store.get_nodes(self.namespace, op.scope, [node.id])
             if node.id in found:
+                d.known.add(node.id)
                 return found[node.id]
         d.nodes.append(node)
         d.by_id[node.id] = node

@@ -108,12 +108,6 @@ async def test_transact_across_two_stores_on_one_target(
         assert [n.sequence for n in stored] == list(range(1, 31))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Transaction resolves a re-append of already-stored content only at commit; "
-    "a node appended after it with the pending node's child as explicit parent then "
-    "fails (parent_missing). Owner: tether._txn.",
-)
 async def test_reappend_then_explicit_child(store: Store, ns: str) -> None:
     t1 = Transaction(store, ns)
     goal = await t1.append("thread:t", "goal", {"input": "hi"}, parents=[])

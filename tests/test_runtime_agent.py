@@ -128,8 +128,7 @@ async def test_parallel_tool_calls_branch_the_frontier_and_join() -> None:
         ["inference", "tool_call", "tool_call"],
         ["tool_result"],
         ["tool_result"],
-        ["inference"],
-        ["answer"],
+        ["inference", "answer"],  # a final answer with no edge to follow ends the run
     ]
 
 
@@ -555,8 +554,16 @@ async def test_step_sync_on_a_sqlite_file(tmp_path: Path) -> None:
             agent.step_sync("What is my name?", thread="t2", user="u"),
         ]
 
+    def in_memory() -> list[StepResult]:
+        agent = Agent(None, model)  # memory:// by default: kept between *_sync calls
+        return [
+            agent.step_sync("My name is Ada.", thread="t"),
+            agent.step_sync("What is my name?", thread="t"),
+        ]
+
     first, second = await asyncio.to_thread(script)
     assert first.completed and second.answer == "Your name is Ada."
+    assert (await asyncio.to_thread(in_memory))[1].answer == "Your name is Ada."
     with pytest.raises(tether.runtime.AgentError):
         Agent(None, model).step_sync("inside a loop")
 

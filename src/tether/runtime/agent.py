@@ -372,8 +372,13 @@ class Agent:
             )
 
         async def main() -> T:
-            # A store opened from a URL belongs to this loop only: open and close it here.
-            owned = self._store_url is not None and self._store is None
+            # A store opened from a URL may belong to this loop only (connections): open
+            # and close it here. The in-memory store is kept, or it would forget everything.
+            owned = (
+                self._store_url is not None
+                and self._store is None
+                and not self._store_url.startswith("memory:")
+            )
             try:
                 return await fn()
             finally:

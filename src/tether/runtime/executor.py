@@ -278,10 +278,12 @@ class Executor:
         """
         collected: list[CausalNode] = []
         before = head.sequence + 1
+        limit = 16  # a run is usually a handful of nodes: start small, then double
         while before > 1:
             page = await self.store.nodes(
-                self.namespace, scope, before=before, limit=_PAGE, descending=True
+                self.namespace, scope, before=before, limit=limit, descending=True
             )
+            limit = min(limit * 2, _PAGE)
             if not page:
                 break
             for n in page:
@@ -623,6 +625,9 @@ class Executor:
             log.warning("run %s: model memories rejected: %s", rc.run_id, rejected)
             payload["memory_rejected"] = rejected
         mem_scope = scopes.user(rc.user) if rc.user else rc.scope
+        # A final answer with no edge to follow ends the run: the answer joins this
+        # commit (one fsync less per turn, and no moment with an answer-less reply).
+        ends_run = not calls and not self.spec.outgoing(node.name)
 
         async def build(txn: Transaction) -> bool:
             inf = await txn.append(rc.scope, "inference", payload)
@@ -643,6 +648,10 @@ class Executor:
                         "needs_approval": bool(tool and tool.needs_approval),
                     },
                     parents=[inf.id],
+                )
+            if ends_run:
+                await txn.append(
+                    rc.scope, "answer", {"run": rc.run_id, "output": payload["content"]}
                 )
             return True
 

@@ -305,8 +305,10 @@ _INT: Final = re.compile(r"^\s*[-+]?\d+\s*$")
 
 
 def _lax(schema: Mapping[str, Any], value: Any) -> Any:
-    """Lossless fixes of scalar strings models often send: "10" for an integer, "true"."""
+    """Lossless fixes of what models often send: "10" or 10.0 for an integer, "true"."""
     t = schema.get("type")
+    if t == "integer" and isinstance(value, float) and value.is_integer():
+        return int(value)
     if isinstance(value, str):
         if t == "integer" and _INT.match(value):
             return int(value)

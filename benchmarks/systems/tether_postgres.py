@@ -1,66 +1,71 @@
-"""tether on PostgreSQL (database ``test`` on 127.0.0.1:5432). Provisional: see _tether.py.
+"""tether on PostgreSQL (database ``test`` on 127.0.0.1:5432), in its own schema.
 
-TODO(tether): tether's PostgreSQL schema/table names are not fixed yet. ``reset`` drops
-the benchmark namespace through the store API (``delete_namespace``), and
-``bytes_on_disk`` sums every table of the schema named by TETHER_PG_SCHEMA (default
-``public``) whose name starts with ``tether`` — adjust both once the schema is known
-(a ``search_path``/schema option would let the benchmark use a private schema, as
-langgraph_postgres does).
+The store's ``?schema=`` option keeps tether's tables (``tether_scopes``,
+``tether_nodes``, ``tether_resource_heads``, ``tether_schema``, see docs/storage.md)
+in the private schema ``bench_tether``, dropped before each fresh run, as
+langgraph_postgres does with ``bench_langgraph``.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ._tether import NAMESPACE, TetherBase
+# Imported at module level, as the worker expects, so that import time is reported
+# apart from setup/load: open_store would import the backend (and the crypto hook) lazily.
+import tether.crypto._store
+import tether.store.postgres  # noqa: F401
+
+from ._tether import TetherBase
 from .base import POSTGRES_URL
 
-PG_SCHEMA = os.environ.get("TETHER_PG_SCHEMA", "public")
+SCHEMA = "bench_tether"
+
+
+async def _admin(sql: str) -> Any:
+    import asyncpg
+
+    conn = await asyncpg.connect(POSTGRES_URL)
+    try:
+        return await conn.fetch(sql)
+    finally:
+        await conn.close()
 
 
 class TetherPostgres(TetherBase):
     name = "tether_postgres"
-    store_options: ClassVar[
-        dict[str, Any]
-    ] = {}  # server-side: synchronous_commit=on is the default
+    # Server-side durability: synchronous_commit=on is the default ("full" keeps it).
+    store_options: ClassVar[dict[str, Any]] = {"durability": "full"}
 
     def url(self, workdir: Path) -> str:
-        return POSTGRES_URL
+        return f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}schema={SCHEMA}"
 
-    async def setup(self, workdir: Path, *, fresh: bool) -> None:
-        await super().setup(workdir, fresh=False)
-        if fresh:
-            await self.store.delete_namespace(NAMESPACE)
+    async def reset(self, workdir: Path) -> None:
+        await _admin(f'DROP SCHEMA IF EXISTS "{SCHEMA}" CASCADE')  # open_store recreates it
 
     async def bytes_on_disk(self) -> int:
-        try:
-            import asyncpg
-        except ImportError:
-            return 0
-        conn = await asyncpg.connect(POSTGRES_URL)
-        try:
-            v = await conn.fetchval(
-                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
-                " JOIN pg_namespace n ON n.oid = c.relnamespace"
-                " WHERE n.nspname = $1 AND c.relkind = 'r' AND c.relname LIKE 'tether%'",
-                PG_SCHEMA,
-            )
-            self._server = {
-                k: await conn.fetchval(f"SHOW {k}") for k in ("synchronous_commit", "fsync")
-            }
-            return int(v)
-        finally:
-            await conn.close()
+        rows = await _admin(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            f" WHERE n.nspname = '{SCHEMA}' AND c.relkind = 'r'"
+        )
+        self._server = {
+            k: (await _admin(f"SHOW {k}"))[0][0] for k in ("synchronous_commit", "fsync")
+        }
+        return int(rows[0][0])
 
     async def cleanup(self, workdir: Path) -> None:
-        await super().setup(workdir, fresh=False)
-        await self.store.delete_namespace(NAMESPACE)
-        await self.store.close()
+        await self.reset(workdir)
 
     def durability(self) -> dict[str, Any]:
         d = super().durability()
+        server = getattr(self, "_server", None)
+        if server:
+            d.update(server)
+            d["strongest"] = d["strongest"] and server["synchronous_commit"] in (
+                "on",
+                "remote_apply",
+            )
         d["note"] = "server settings synchronous_commit/fsync; " + d["note"]
         return d
 

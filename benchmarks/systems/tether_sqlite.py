@@ -6,6 +6,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any, ClassVar
 
+# Imported at module level, as the worker expects, so that import time is reported
+# apart from setup/load: open_store would import the backend (and the crypto hook) lazily.
+import tether.crypto._store
+import tether.store.sqlite  # noqa: F401
+
 from ._tether import TetherBase
 from .base import reset_dir, sqlite_bytes
 

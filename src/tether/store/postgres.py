@@ -85,10 +85,19 @@ def _lock_key(schema: str) -> int:
 class PostgresStore(Store):
     """Open with ``await tether.open_store("postgresql://user@host/db?schema=tether")``."""
 
-    def __init__(self, url: str, pool: Any, *, schema: str, codec: PayloadCodec | None) -> None:
+    def __init__(
+        self,
+        url: str,
+        pool: Any,
+        *,
+        schema: str,
+        codec: PayloadCodec | None,
+        durability: str = "full",
+    ) -> None:
         super().__init__(codec=codec)
         self.url = url
         self.schema = schema
+        self.durability = durability
         self._pool: Any = pool
         s = f'"{schema}"'
         self._q = {
@@ -169,7 +178,7 @@ class PostgresStore(Store):
             raise StoreError(
                 f"cannot connect to PostgreSQL at {_redact(dsn)}: {e}", code="store_unavailable"
             ) from e
-        store = cls(url, pool, schema=schema, codec=codec)
+        store = cls(url, pool, schema=schema, codec=codec, durability=durability)
         try:
             await store._migrate()
         except BaseException:

@@ -627,3 +627,23 @@ async def test_agent_memory_tools_edit_and_receipt_commit_together() -> None:
     # Without a user, a user-scoped memory reports an error result, not a crash.
     anon = await agent.step("city", thread="t3")
     assert anon.status == "completed" and "no user" in anon.answer
+
+
+async def test_user_variables_without_a_user_only_fail_templates_that_use_them() -> None:
+    spec = Spec(
+        nodes=[
+            LLMNode(name="a", system="Thread plan: {{ variables.plan }}"),
+            VarNode(name="plan", default="free"),
+            VarNode(name="tier", scope="user", default="gold"),
+            LLMNode(name="b", system="Tier: {{ variables.tier }}"),
+        ],
+        edges=[Edge(src="a", dst="b", condition="input == 'go on'")],
+        start="a",
+    )
+    model = FnModel(lambda req: ModelResponse(content=req.messages[0]["content"]))
+    agent = Agent(spec, model)
+    assert (await agent.step("hi")).answer == "Thread plan: free"
+    assert (await agent.step("go on", user="u")).answer == "Tier: gold"
+    r = await agent.step("go on")
+    assert r.status == "failed" and r.error is not None
+    assert r.error.code == "template" and "tier" in r.error.message

@@ -432,7 +432,17 @@ class Executor:
     async def _template_scope(
         self, rc: _Run, *, input: Any = None, output: Any = None
     ) -> dict[str, Any]:
-        variables = await self._variables(rc).all() if self.spec.variables else {}
+        variables: dict[str, Any] = {}
+        if self.spec.var_decls:
+            v = self._variables(rc)
+            if rc.user is not None or all(d.scope != "user" for d in self.spec.var_decls):
+                variables = await v.all()
+            else:
+                # No user: user-scoped variables stay undefined (a template naming one
+                # fails with its name) instead of failing every template.
+                for d in self.spec.var_decls:
+                    if d.scope != "user":
+                        variables[d.name] = await v.get(d.name)
         return {
             "input": input,
             "output": output,
@@ -469,7 +479,7 @@ class Executor:
         edges = self.spec.outgoing(visit.node)
         target = None
         if edges:
-            scope = await self._template_scope(rc, input=None, output=visit.output)
+            scope = await self._template_scope(rc, input=_fed(rc.view, visit), output=visit.output)
             for edge, cond in edges:
                 if cond is None or cond.test(scope):
                     target = edge.dst
@@ -770,6 +780,15 @@ def _visit_input(view: RunView, visit: Visit) -> Any:
     if visit.inferences and "input" in visit.inferences[0].payload:
         return visit.inferences[0].payload["input"]
     return view.goal.payload.get("input")
+
+
+def _fed(view: RunView, visit: Visit) -> Any:
+    """What a completed visit was fed, for the conditions on its edges."""
+    if visit.kind == "llm":
+        return _visit_input(view, visit)
+    if visit.kind == "tool" and visit.calls:
+        return visit.calls[0].arguments
+    return None
 
 
 def _render_tree(tree: Any, scope: Mapping[str, Any]) -> Any:

@@ -86,7 +86,9 @@ json_values = st.recursive(
     | st.integers(min_value=-MAX_SAFE_INT, max_value=MAX_SAFE_INT)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(),
-    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(), children, max_size=5)
+    ),
     max_leaves=30,
 )
 

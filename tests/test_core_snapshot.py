@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 from typing import Any
@@ -42,9 +43,17 @@ def graphs(draw: st.DrawFn, min_nodes: int = 1) -> AgentState:
                 parents = draw(st.lists(st.sampled_from(ids), max_size=3))
             s.append(draw(st.sampled_from(PLAIN_KINDS)), {"v": draw(json_values)}, parents=parents)
         elif choice <= 7:
-            s.append("resource", {"v": draw(json_values)}, resource_key=draw(st.sampled_from(["var:a", "var:b"])))
+            s.append(
+                "resource",
+                {"v": draw(json_values)},
+                resource_key=draw(st.sampled_from(["var:a", "var:b"])),
+            )
         else:
-            s.semantic(draw(st.sampled_from(["memory", "preference"])), draw(st.sampled_from(["k1", "k2"])), draw(json_values))
+            s.semantic(
+                draw(st.sampled_from(["memory", "preference"])),
+                draw(st.sampled_from(["k1", "k2"])),
+                draw(json_values),
+            )
     return s
 
 
@@ -170,7 +179,9 @@ def test_every_mutation_is_rejected_with_its_code(s: AgentState, data: st.DataOb
 
     # NaN or Infinity in a payload (as a Python value and as JSON text)
     d = mutated()
-    d["nodes"][pick(range(n))]["payload"] = {"v": data.draw(st.sampled_from([float("nan"), float("inf"), -float("inf")]))}
+    d["nodes"][pick(range(n))]["payload"] = {
+        "v": data.draw(st.sampled_from([float("nan"), float("inf"), -float("inf")]))
+    }
     assert _code(d) == "non_finite"
     text = orjson.dumps(mutated()).replace(b'"createdAt"', b'"x":NaN,"createdAt"', 1)
     with pytest.raises(InvalidSnapshot) as e:
@@ -179,7 +190,9 @@ def test_every_mutation_is_rejected_with_its_code(s: AgentState, data: st.DataOb
 
     # an invalid createdAt
     d = mutated()
-    d["nodes"][pick(range(n))]["createdAt"] = pick(["yesterday", "2026-13-01T00:00:00Z", "2026-01-01T00:00:00"])
+    d["nodes"][pick(range(n))]["createdAt"] = pick(
+        ["yesterday", "2026-13-01T00:00:00Z", "2026-01-01T00:00:00"]
+    )
     assert _code(d) == "created_at"
 
     # oversized and too deeply nested
@@ -251,22 +264,24 @@ def test_semantic_payload_checked_on_import() -> None:
 
 @given(json_values)
 def test_garbage_only_raises_invalid_snapshot(garbage: Any) -> None:
-    for doc in (garbage, {"version": 1, "nodes": [garbage], "frontier": []}, {"version": 1, "nodes": garbage, "frontier": garbage}):
-        try:
+    for doc in (
+        garbage,
+        {"version": 1, "nodes": [garbage], "frontier": []},
+        {"version": 1, "nodes": garbage, "frontier": garbage},
+    ):
+        with contextlib.suppress(InvalidSnapshot):
             AgentState.from_dict(doc)
-        except InvalidSnapshot:
-            pass
 
 
 @given(graphs(), st.binary(min_size=1, max_size=3), st.integers(min_value=0))
-def test_byte_corruption_only_raises_invalid_snapshot(s: AgentState, junk: bytes, where: int) -> None:
+def test_byte_corruption_only_raises_invalid_snapshot(
+    s: AgentState, junk: bytes, where: int
+) -> None:
     data = bytearray(s.to_json())
     pos = where % len(data)
     data[pos : pos + len(junk)] = junk
-    try:
+    with contextlib.suppress(InvalidSnapshot):
         AgentState.from_json(bytes(data))
-    except InvalidSnapshot:
-        pass
 
 
 def test_exact_bytes_and_created_at_kept() -> None:

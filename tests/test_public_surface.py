@@ -71,7 +71,9 @@ def test_errors_pickle_with_code_and_details(cls: type[TetherError]) -> None:
 
 def test_invalid_snapshot_carries_index_and_id() -> None:
     with pytest.raises(tether.InvalidSnapshot) as e:
-        tether.AgentState.from_dict({"version": 1, "nodes": [{"id": "cw_" + "0" * 24}], "frontier": []})
+        tether.AgentState.from_dict(
+            {"version": 1, "nodes": [{"id": "cw_" + "0" * 24}], "frontier": []}
+        )
     assert e.value.index == 0
     assert e.value.node_id == "cw_" + "0" * 24
     assert e.value.code == "shape"

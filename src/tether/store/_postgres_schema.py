@@ -33,7 +33,8 @@ class Migration:
     statements: tuple[str, ...]  # formatted with s=<quoted schema>
 
 
-_COMMIT = r"""
+# Migration 1's commit function, as released. Never edit: migration 2 replaces it.
+_COMMIT_V1 = r"""
 CREATE FUNCTION {s}.tether_commit(
     p_ns text, p_scopes text[], p_gens bigint[], p_seqs bigint[], p_counts int[],
     p_frontiers bytea[],
@@ -100,6 +101,81 @@ BEGIN
      WHERE t.rkey IS NOT NULL
      ORDER BY sids[t.sc], t.rkey, t.seq DESC
     ON CONFLICT (sid, key) DO UPDATE SET seq = EXCLUDED.seq;
+END
+$fn$
+"""
+
+# Migration 2: the same, plus p_has_rkey, so commits without resource nodes skip
+# the resource-heads statement.
+_COMMIT_V2 = r"""
+CREATE FUNCTION {s}.tether_commit(
+    p_ns text, p_scopes text[], p_gens bigint[], p_seqs bigint[], p_counts int[],
+    p_frontiers bytea[],
+    n_scope int[], n_seq bigint[], n_id bytea[], n_kind smallint[], n_parents bytea[],
+    n_cms bigint[], n_ctext text[], n_rkey text[], n_payload bytea[], p_has_rkey boolean
+) RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    i int;
+    v_sid bigint;
+    sids bigint[] := '{{}}';
+    g bigint;
+    q bigint;
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_scopes, 1), 0) LOOP
+        v_sid := NULL;
+        IF p_counts[i] > 0 THEN
+            UPDATE {s}.tether_scopes
+               SET sequence = p_seqs[i] + p_counts[i], frontier = p_frontiers[i]
+             WHERE ns = p_ns AND scope = p_scopes[i]
+               AND generation = p_gens[i] AND sequence = p_seqs[i]
+            RETURNING sid INTO v_sid;
+            IF v_sid IS NULL AND p_gens[i] = 0 AND p_seqs[i] = 0 THEN
+                INSERT INTO {s}.tether_scopes (ns, scope, sequence, frontier)
+                VALUES (p_ns, p_scopes[i], p_counts[i], p_frontiers[i])
+                ON CONFLICT (ns, scope) DO NOTHING
+                RETURNING sid INTO v_sid;
+            END IF;
+        ELSE
+            -- A head assertion: hold the row still until this commit ends.
+            SELECT sid INTO v_sid FROM {s}.tether_scopes
+             WHERE ns = p_ns AND scope = p_scopes[i]
+               AND generation = p_gens[i] AND sequence = p_seqs[i]
+            FOR SHARE;
+            IF v_sid IS NULL AND p_gens[i] = 0 AND p_seqs[i] = 0 THEN
+                PERFORM 1 FROM {s}.tether_scopes WHERE ns = p_ns AND scope = p_scopes[i];
+                IF NOT FOUND THEN
+                    v_sid := 0;  -- never existed: the empty head holds
+                END IF;
+            END IF;
+        END IF;
+        IF v_sid IS NULL THEN
+            SELECT generation, sequence INTO g, q FROM {s}.tether_scopes
+             WHERE ns = p_ns AND scope = p_scopes[i];
+            RAISE EXCEPTION USING
+                ERRCODE = 'TT409',
+                MESSAGE = 'tether: stale head',
+                DETAIL = json_build_object(
+                    'scope', p_scopes[i],
+                    'generation', coalesce(g, 0),
+                    'sequence', coalesce(q, 0))::text;
+        END IF;
+        sids := sids || v_sid;
+    END LOOP;
+
+    INSERT INTO {s}.tether_nodes
+        (sid, seq, kind, id, parents, created_ms, created_text, rkey, payload)
+    SELECT sids[t.sc], t.seq, t.kind, t.id, t.parents, t.cms, t.ctext, t.rkey, t.payload
+      FROM unnest(n_scope, n_seq, n_id, n_kind, n_parents, n_cms, n_ctext, n_rkey, n_payload)
+           AS t(sc, seq, id, kind, parents, cms, ctext, rkey, payload);
+
+    IF p_has_rkey THEN  -- most commits hold no resource node: skip the statement
+        INSERT INTO {s}.tether_resource_heads (sid, key, seq)
+        SELECT DISTINCT ON (sids[t.sc], t.rkey) sids[t.sc], t.rkey, t.seq
+          FROM unnest(n_scope, n_seq, n_rkey) AS t(sc, seq, rkey)
+         WHERE t.rkey IS NOT NULL
+         ORDER BY sids[t.sc], t.rkey, t.seq DESC
+        ON CONFLICT (sid, key) DO UPDATE SET seq = EXCLUDED.seq;
+    END IF;
 END
 $fn$
 """
@@ -184,9 +260,18 @@ MIGRATIONS: tuple[Migration, ...] = (
                 key text COLLATE "C" NOT NULL,
                 CONSTRAINT tether_resource_heads_pkey PRIMARY KEY (sid, key)
             )""",
-            _COMMIT,
+            _COMMIT_V1,
             _RESET,
             _DELETE_NS,
+        ),
+    ),
+    Migration(
+        version=2,
+        name="tether_commit skips the resource-heads insert when no node has a key",
+        statements=(
+            "DROP FUNCTION {s}.tether_commit(text, text[], bigint[], bigint[], int[], bytea[],"
+            " int[], bigint[], bytea[], smallint[], bytea[], bigint[], text[], text[], bytea[])",
+            _COMMIT_V2,
         ),
     ),
 )

@@ -55,6 +55,8 @@ def unpack_ids(raw: bytes | None) -> tuple[str, ...]:
     if not raw:
         return ()
     h = raw.hex()
+    if len(h) == 24:  # one parent: the common case
+        return ("cw_" + h,)
     return tuple("cw_" + h[i : i + 24] for i in range(0, len(h), 24))
 
 
@@ -90,12 +92,25 @@ def _epoch_day(date: str) -> int | None:
     return day
 
 
+_last_value: tuple[str, int | str] = ("", "")
+_last_text: tuple[int | str, str] = ("", "")
+
+
 def created_at_value(s: str) -> int | str:
     """What goes in the ``created_at`` column: integer ms if lossless, else the text.
 
     Lossless means ``s`` is exactly ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (what ``now_iso``
     writes), which ``created_at_text`` rebuilds byte for byte.
     """
+    global _last_value
+    if s == _last_value[0]:  # the nodes of one commit mostly share a millisecond
+        return _last_value[1]
+    v = _created_at_value(s)
+    _last_value = (s, v)
+    return v
+
+
+def _created_at_value(s: str) -> int | str:
     if (
         len(s) != 24
         or s[10] != "T"
@@ -118,8 +133,17 @@ def created_at_value(s: str) -> int | str:
 
 
 def created_at_text(v: int | str) -> str:
+    global _last_text
     if isinstance(v, str):
         return v
+    if v == _last_text[0]:
+        return _last_text[1]
+    text = _created_at_text(v)
+    _last_text = (v, text)
+    return text
+
+
+def _created_at_text(v: int) -> str:
     day, ms = divmod(v, _MS_PER_DAY)
     date = _date_of.get(day)
     if date is None:

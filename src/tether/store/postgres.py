@@ -102,7 +102,7 @@ class PostgresStore(Store):
         s = f'"{schema}"'
         self._q = {
             "commit": f"SELECT {s}.tether_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
-            " $13, $14, $15)",
+            " $13, $14, $15, $16)",
             "reset": f"SELECT {s}.tether_reset($1, $2)",
             "delete_ns": f"SELECT {s}.tether_delete_namespace($1)",
             "head": f"SELECT generation, sequence, frontier FROM {s}.tether_scopes"
@@ -165,6 +165,12 @@ class PostgresStore(Store):
         settings = dict(connect_options.pop("server_settings", None) or {})
         if durability == "normal":
             settings["synchronous_commit"] = "off"
+        # asyncpg resets a connection on every release with a server round trip
+        # (RESET ALL, UNLISTEN *, advisory unlock...), which doubled the cost of a
+        # commit. This store leaves no session state behind (no SET, LISTEN, cursors
+        # or session locks; its advisory lock is transaction-scoped), so the reset is
+        # a no-op; asyncpg still rolls back a transaction left open.
+        connect_options.setdefault("reset", _keep_session)
         try:
             pool = await asyncpg.create_pool(
                 dsn,
@@ -320,7 +326,9 @@ class PostgresStore(Store):
 
         async def run(conn: Any) -> None:
             try:
-                await conn.execute(self._q["commit"], namespace, *args)
+                await conn.execute(
+                    self._q["commit"], namespace, *args, any(k is not None for k in n_rkey)
+                )
             except asyncpg.UniqueViolationError as e:
                 if getattr(e, "constraint_name", None) == "tether_nodes_id":
                     raise await self._duplicates(conn, namespace, ordered) from None
@@ -542,6 +550,10 @@ class PostgresStore(Store):
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
+
+
+async def _keep_session(conn: Any) -> None:
+    """The pool's reset hook: nothing to undo (see ``PostgresStore.open``)."""
 
 
 def _redact(dsn: str) -> str:

@@ -314,19 +314,14 @@ class SQLiteStore(Store):
         ).fetchone()
         return 0 if row is None else int(row[0]) & _LOW
 
-    def _stand(self, sid: int) -> tuple[int, int | None, bytes, bytes | None]:
-        """(generation, newest row key or None, its id, its frontier), in one statement.
-
-        One statement reads one snapshot, so a reset or commit landing in between
-        cannot pair a generation with another generation's nodes.
-        """
+    def _stand(self, sid: int) -> tuple[int, int]:
+        """(generation, sequence) in one statement, so one snapshot: a commit's check."""
         row = self._c.execute(
-            "SELECT s.generation, n.k, n.id, n.frontier FROM tether_scopes s LEFT JOIN"
-            " (SELECT k, id, frontier FROM tether_nodes WHERE k BETWEEN ? AND ?"
-            "  ORDER BY k DESC LIMIT 1) n WHERE s.sid = ?",
+            "SELECT generation, (SELECT k FROM tether_nodes WHERE k BETWEEN ? AND ?"
+            " ORDER BY k DESC LIMIT 1) FROM tether_scopes WHERE sid = ?",
             (sid << 32, (sid << 32) | _LOW, sid),
         ).fetchone()
-        return row[0], row[1], row[2], row[3]
+        return row[0], 0 if row[1] is None else row[1] & _LOW
 
     def _node(self, namespace: str, scope: str, row: tuple[Any, ...]) -> CausalNode:
         k, id_, kind, parents, created, rkey, payload = row
@@ -403,8 +398,7 @@ class SQLiteStore(Store):
                 raise StoreError("this file holds 2**31 scopes, the most its layout allows")
             seq = 0
         else:
-            generation, k, _, _ = self._stand(sid)
-            seq = 0 if k is None else k & _LOW
+            generation, seq = self._stand(sid)
             if (generation, seq) != (p.generation, p.sequence):
                 raise conflict(namespace, p.scope, (p.generation, p.sequence), (generation, seq))
             if not p.rows:
@@ -522,16 +516,27 @@ class SQLiteStore(Store):
         sid = self._sid(namespace, scope)
         if sid is None:
             return Head()
-        generation, k, id_, frontier = self._stand(sid)
-        if k is None:
-            return Head(generation=generation)
+        # The newest node and the generation in one statement (one snapshot)...
+        row = self._c.execute(
+            "SELECT k, id, frontier, (SELECT generation FROM tether_scopes WHERE sid = ?)"
+            " FROM tether_nodes WHERE k BETWEEN ? AND ? ORDER BY k DESC LIMIT 1",
+            (sid, sid << 32, (sid << 32) | _LOW),
+        ).fetchone()
+        if row is None:
+            # ... or an empty scope: its generation now is one it had while empty (a
+            # reset empties it), so the pair is a state the scope really was in.
+            gen = self._c.execute(
+                "SELECT generation FROM tether_scopes WHERE sid = ?", (sid,)
+            ).fetchone()[0]
+            return Head(generation=gen)
+        k, id_, frontier, gen = row
         if frontier == b"":
             fr: tuple[str, ...] = ("cw_" + id_.hex(),)
         elif frontier == b"\x00":
             fr = ()
         else:
             fr = unpack_ids(frontier)
-        return Head(generation=generation, sequence=k & _LOW, frontier=fr)
+        return Head(generation=gen, sequence=k & _LOW, frontier=fr)
 
     async def nodes(
         self,

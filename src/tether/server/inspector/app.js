@@ -1,0 +1,699 @@
+// The tether inspector: threads of a namespace, a thread's causal graph, its
+// conversation, variables, memory and runs, and "clear state" -- all read and
+// changed through the HTTP API with the token typed in above.
+
+import { Api, ApiError } from "./api.js";
+import { badge, bytes, empty, fill, h, shortId } from "./dom.js";
+import { drawGraph, summarize } from "./graph.js";
+import {
+  conversationView,
+  executionTree,
+  memoryValue,
+  nodeFields,
+  payloadBlock,
+  resourceTable,
+  runsTable,
+  scopeSection,
+  statusBadge,
+  variableValue,
+  versionList,
+} from "./views.js";
+
+const GRAPH_MAX = 400; // newest nodes drawn; older ones are a page away in History
+const TABS = ["graph", "conversation", "variables", "memory", "execution"];
+
+const api = new Api();
+const $ = (sel) => document.querySelector(sel);
+
+const state = {
+  whoami: null,
+  ns: "default",
+  threads: [],
+  thread: null,
+  describe: null,
+  nodes: [],
+  byId: new Map(),
+  total: 0,
+  tab: "graph",
+  selected: null,
+  llm: "agent",
+  graph: null,
+};
+
+// ------------------------------------------------------------------ helpers
+
+function can(grant) {
+  const w = state.whoami;
+  if (!w) return false;
+  const g = w.grants;
+  return g.includes("*") || g.includes(grant) || g.includes(grant.split(".")[0] + ".*");
+}
+
+function toast(text, kind = "info") {
+  const el = h("div", { class: ["toast", `toast-${kind}`], role: "status" }, text);
+  $("#toasts").append(el);
+  setTimeout(() => el.remove(), kind === "bad" ? 9000 : 4000);
+}
+
+function fail(err) {
+  if (err instanceof ApiError) {
+    toast(`${err.status} ${err.code}: ${err.message}`, "bad");
+    if (err.status === 401) disconnect("The token was refused: enter a valid one.");
+  } else {
+    toast(String(err), "bad");
+    console.error(err);
+  }
+}
+
+function confirmDialog(title, text, action) {
+  const dlg = $("#confirm");
+  fill($("#confirm-title"), title);
+  fill($("#confirm-text"), text);
+  fill($("#confirm-ok"), action);
+  dlg.returnValue = "";
+  dlg.showModal();
+  return new Promise((resolve) => {
+    dlg.addEventListener("close", () => resolve(dlg.returnValue === "ok"), { once: true });
+  });
+}
+
+function graphReport() {
+  const d = state.describe;
+  return d ? d.stores.find((r) => r.name === "graph") : null;
+}
+
+function storeReport(name) {
+  const d = state.describe;
+  return d ? d.stores.find((r) => r.name === name) : null;
+}
+
+function threadUsers() {
+  const users = new Set();
+  for (const n of state.nodes) {
+    const u = n.kind === "goal" && n.payload && n.payload.metadata && n.payload.metadata.user;
+    if (typeof u === "string" && u) users.add(u);
+  }
+  return [...users].sort();
+}
+
+function threadLlms() {
+  const llms = new Set();
+  for (const n of state.nodes) {
+    const l = n.payload && n.payload.llm;
+    if (typeof l === "string" && l) llms.add(l);
+  }
+  if (!llms.size) llms.add("agent");
+  return [...llms].sort();
+}
+
+function setHash() {
+  const p = new URLSearchParams();
+  p.set("ns", state.ns);
+  if (state.thread) p.set("thread", state.thread);
+  if (state.tab !== "graph") p.set("tab", state.tab);
+  history.replaceState(null, "", `#${p.toString()}`);
+}
+
+// ------------------------------------------------------------------ connection
+
+async function connect() {
+  const status = $("#conn-status");
+  try {
+    state.whoami = await api.get("/v1/whoami");
+  } catch (err) {
+    state.whoami = null;
+    fill(status, badge(err instanceof ApiError ? `${err.status} ${err.code}` : "offline", "bad"));
+    if (err instanceof ApiError && err.status === 401) disconnect("The token was refused.");
+    return;
+  }
+  const w = state.whoami;
+  fill(
+    status,
+    h(
+      "span",
+      { class: "whoami", title: `grants: ${w.grants.join(", ")}\nnamespaces: ${w.namespaces.join(", ")}` },
+      badge("connected", "ok"),
+      " token ",
+      h("b", {}, w.name),
+    ),
+  );
+  $("#login").classList.add("connected");
+  await loadThreads();
+}
+
+function disconnect(message) {
+  api.setToken("");
+  state.whoami = null;
+  $("#login").classList.remove("connected");
+  fill($("#conn-status"), message ? badge("not connected", "bad") : "");
+  fill($("#threads"), empty("Connect with a token to list threads."));
+  fill($("#main"), welcome(message));
+}
+
+function welcome(message) {
+  return h(
+    "div",
+    { class: "welcome" },
+    h("h2", {}, "tether inspector"),
+    h(
+      "p",
+      {},
+      "Durable agent state, one causal graph per scope. Enter a bearer token above (for a dev ",
+      "server, the value of TETHER_TOKEN) to browse the threads of a namespace.",
+    ),
+    message ? h("p", { class: "error" }, message) : null,
+  );
+}
+
+// ------------------------------------------------------------------ threads
+
+async function loadThreads() {
+  const list = $("#threads");
+  if (!can("state.describe")) {
+    fill(list, empty("This token cannot describe state (grant state.describe)."));
+    return;
+  }
+  fill(list, empty("Loading…"));
+  try {
+    const page = await api.get(api.ns(state.ns, "/threads"), { limit: 500 });
+    state.threads = page.threads;
+  } catch (err) {
+    fill(list, empty(err.message));
+    fail(err);
+    return;
+  }
+  renderThreads();
+  if (state.thread) await openThread(state.thread, { keepTab: true });
+  else fill($("#main"), empty("Pick a thread on the left."));
+}
+
+async function refreshThreadList() {
+  try {
+    state.threads = (await api.get(api.ns(state.ns, "/threads"), { limit: 500 })).threads;
+    renderThreads();
+  } catch (err) {
+    fail(err);
+  }
+}
+
+function renderThreads() {
+  const filter = $("#thread-filter").value.trim().toLowerCase();
+  const rows = state.threads.filter((t) => !filter || t.thread.toLowerCase().includes(filter));
+  fill($("#thread-count"), `${state.threads.length}`);
+  if (!rows.length) {
+    fill($("#threads"), empty(state.threads.length ? "No thread matches." : "No threads in this namespace."));
+    return;
+  }
+  fill(
+    $("#threads"),
+    h(
+      "ul",
+      { class: "thread-list" },
+      rows.map((t) =>
+        h(
+          "li",
+          {},
+          h(
+            "button",
+            {
+              class: ["thread-item", t.thread === state.thread && "active"],
+              dataset: { thread: t.thread },
+              onclick: () => openThread(t.thread),
+              title: t.scope,
+            },
+            h("span", { class: "thread-name" }, t.thread),
+            h(
+              "span",
+              { class: "thread-meta" },
+              `${t.nodes} nodes · ${t.runs} run${t.runs === 1 ? "" : "s"} · ${bytes(t.size_bytes)}`,
+            ),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+// ------------------------------------------------------------------ a thread
+
+async function openThread(thread, { keepTab = false } = {}) {
+  state.thread = thread;
+  state.selected = null;
+  if (!keepTab) state.tab = "graph";
+  renderThreads();
+  setHash();
+  fill($("#main"), empty(`Loading ${thread}…`));
+  try {
+    const [describe, hist] = await Promise.all([
+      api.get(api.thread(state.ns, thread), { include_data: true }),
+      can("state.history")
+        ? api.get(api.thread(state.ns, thread, "/history"), { limit: GRAPH_MAX, descending: true })
+        : Promise.resolve({ nodes: [] }),
+    ]);
+    state.describe = describe;
+    state.nodes = hist.nodes.slice().reverse();
+    state.byId = new Map(state.nodes.map((n) => [n.id, n]));
+    const g = graphReport();
+    state.total = g ? g.node_count || 0 : state.nodes.length;
+    const llms = threadLlms();
+    if (!llms.includes(state.llm)) state.llm = llms[0];
+  } catch (err) {
+    fill($("#main"), empty(err.message));
+    fail(err);
+    return;
+  }
+  renderThread();
+}
+
+function renderThread() {
+  const g = graphReport() || { metadata: {} };
+  const runs = (storeReport("executions") || {}).data || [];
+  const counts = {};
+  for (const r of runs) counts[r.status] = (counts[r.status] || 0) + 1;
+  const header = h(
+    "div",
+    { class: "thread-header" },
+    h(
+      "div",
+      { class: "thread-title" },
+      h("h2", {}, state.thread),
+      h("span", { class: "scope-name mono" }, `${state.ns} / thread:${state.thread}`),
+    ),
+    h(
+      "div",
+      { class: "thread-stats" },
+      h("span", {}, h("b", {}, String(state.total)), " nodes"),
+      h("span", {}, "generation ", h("b", {}, String(g.metadata.generation ?? 0))),
+      h("span", {}, h("b", {}, bytes(g.size_bytes)), " stored"),
+      h("span", {}, "frontier ", h("b", {}, String((g.metadata.frontier || []).length))),
+      Object.entries(counts).map(([st, n]) => h("span", {}, statusBadge(st), ` ${n}`)),
+    ),
+    h(
+      "div",
+      { class: "thread-actions" },
+      h("button", { class: "btn", onclick: () => openThread(state.thread, { keepTab: true }) }, "Refresh"),
+      h("button", { class: "btn", disabled: !can("state.export"), onclick: exportThread }, "Export"),
+      h("button", { class: "btn", disabled: !can("state.verify"), onclick: verifyThread }, "Verify"),
+      h(
+        "button",
+        { id: "clear-thread", class: "btn danger", disabled: !can("state.reset"), onclick: clearThread },
+        "Clear state",
+      ),
+    ),
+  );
+  const tabs = h(
+    "nav",
+    { class: "tabs", role: "tablist" },
+    TABS.map((t) =>
+      h(
+        "button",
+        {
+          class: ["tab", t === state.tab && "active"],
+          role: "tab",
+          "aria-selected": t === state.tab ? "true" : "false",
+          dataset: { tab: t },
+          onclick: () => {
+            state.tab = t;
+            setHash();
+            renderThread();
+          },
+        },
+        t[0].toUpperCase() + t.slice(1),
+      ),
+    ),
+  );
+  const body = h("div", { class: "tab-body", id: "tab-body" });
+  fill($("#main"), header, tabs, body);
+  ({ graph: renderGraphTab, conversation: renderConversationTab, variables: renderVariablesTab,
+     memory: renderMemoryTab, execution: renderExecutionTab })[state.tab](body);
+}
+
+// ------------------------------------------------------------------ graph tab
+
+function legend() {
+  const kinds = [...new Set(state.nodes.map((n) => n.kind))];
+  return h(
+    "div",
+    { class: "legend" },
+    kinds.map((k) => h("span", { class: `legend-item kind-${k}` }, h("i", {}), k.replace("_", " "))),
+    h("span", { class: "legend-item legend-head" }, h("i", {}), "frontier (head)"),
+    h("span", { class: "legend-item legend-version" }, h("i", {}), "previous version"),
+  );
+}
+
+function renderGraphTab(body) {
+  if (!state.nodes.length) {
+    body.append(empty(state.total ? "This token cannot read history (grant state.history)." : "This thread holds no nodes."));
+    return;
+  }
+  const g = graphReport() || { metadata: {} };
+  const drawn = drawGraph(state.nodes, g.metadata.frontier || [], (n) => selectNode(n.id));
+  state.graph = drawn;
+  const note =
+    state.total > state.nodes.length
+      ? h("p", { class: "note" }, `Showing the newest ${state.nodes.length} of ${state.total} nodes.`)
+      : null;
+  const panel = h("aside", { class: "node-panel", id: "node-panel" }, empty("Click a node to see it and the state it serves."));
+  body.append(
+    h(
+      "div",
+      { class: "graph-layout" },
+      h("div", { class: "graph-pane" }, legend(), note, h("div", { class: "graph-scroll" }, drawn.svg)),
+      panel,
+    ),
+  );
+  if (state.selected && state.byId.has(state.selected)) selectNode(state.selected);
+}
+
+function servesState(node) {
+  const p = node.payload || {};
+  if (node.kind === "resource" && typeof p.name === "string") return "variable";
+  if (node.kind === "semantic") return p.type === "summary" ? "conversation" : "memory";
+  if (typeof p.llm === "string" && p.llm) return "conversation";
+  return null;
+}
+
+function selectNode(id, tab) {
+  const node = state.byId.get(id);
+  const panel = $("#node-panel");
+  if (!panel) return;
+  if (!node) {
+    fill(panel, empty(`Node ${shortId(id)} is older than the nodes shown.`));
+    return;
+  }
+  state.selected = id;
+  state.graph && state.graph.select(id);
+  const kind = servesState(node);
+  const which = tab || (panel.dataset.tab && kind ? panel.dataset.tab : "node");
+  panel.dataset.tab = which;
+  const tabs = h(
+    "nav",
+    { class: "tabs small" },
+    h("button", { class: ["tab", which === "node" && "active"], dataset: { paneltab: "node" }, onclick: () => selectNode(id, "node") }, "Node"),
+    kind
+      ? h("button", { class: ["tab", which === "state" && "active"], dataset: { paneltab: "state" }, onclick: () => selectNode(id, "state") }, "State")
+      : null,
+  );
+  const content = h("div", { class: "panel-body" });
+  fill(
+    panel,
+    h("header", { class: "panel-head" }, h("span", { class: `kind-chip kind-${node.kind}` }, node.kind.replace("_", " ")), h("span", { class: "panel-summary" }, summarize(node))),
+    tabs,
+    content,
+  );
+  if (which === "state" && kind) renderNodeState(node, kind, content);
+  else content.append(nodeFields(node, (p) => selectNode(p)), h("h4", {}, "payload"), payloadBlock(node.payload));
+}
+
+async function renderNodeState(node, kind, content) {
+  const p = node.payload || {};
+  const scope = `thread:${state.thread}`;
+  content.append(empty("Loading…"));
+  try {
+    if (kind === "conversation") {
+      const llm = p.llm || p.key || state.llm;
+      const r = await api.get(api.thread(state.ns, state.thread), { include_data: true, stores: "conversation", llm });
+      const conv = r.stores.find((s) => s.name === "conversation");
+      fill(
+        content,
+        stateHead("Conversation memory", `${scope} · llm ${llm}`, "Clear state", () =>
+          resetStores(["conversation"], llm, `the conversation of llm ${llm} in ${scope}`),
+        ),
+        h("p", { class: "note" }, `${conv.message_count ?? 0} messages, as the model sees them now.`),
+        conversationView(conv.data),
+      );
+    } else if (kind === "memory") {
+      const [heads, versions] = await Promise.all([
+        api.get(api.ns(state.ns, "/resources"), { scope, prefix: "semantic:" }),
+        api.get(api.ns(state.ns, "/versions"), { scope, key: node.resourceKey }),
+      ]);
+      const live = Object.values(heads.resources).filter((n) => n.payload.type !== "summary" && n.payload.content !== null);
+      fill(
+        content,
+        stateHead("Memory", scope, "Clear state", () => resetStores(["memory"], null, `every memory entry of ${scope}`)),
+        live.length
+          ? h("dl", { class: "dict" }, live.map((n) => [h("dt", { class: "mono" }, `${n.payload.type}:${n.payload.key}`), h("dd", { class: "mono" }, memoryValue(n))]))
+          : empty("No live memory entries."),
+        h("h4", {}, `versions of ${p.type}:${p.key}`),
+        versionList(versions.versions, memoryValue, (nid) => selectNode(nid)),
+      );
+    } else {
+      const versions = await api.get(api.ns(state.ns, "/versions"), { scope, key: node.resourceKey });
+      const run = /^run:([^:]+):var:/.exec(node.resourceKey || "");
+      fill(
+        content,
+        stateHead(`Variable ${p.name}`, run ? `${scope} · run ${run[1]}` : scope, "Clear state", () =>
+          resetVariable(p.name, run ? run[1] : null),
+        ),
+        h("p", {}, "type ", h("b", {}, String(p.type)), " · current ", h("span", { class: "mono" }, variableValue(versions.versions.at(-1) || node))),
+        h("h4", {}, "versions"),
+        versionList(versions.versions, variableValue, (nid) => selectNode(nid)),
+      );
+    }
+  } catch (err) {
+    fill(content, empty(err.message));
+    fail(err);
+  }
+}
+
+function stateHead(title, scope, action, onClick) {
+  return h(
+    "div",
+    { class: "state-head" },
+    h("div", {}, h("h3", {}, title), h("span", { class: "scope-name mono" }, scope)),
+    h("button", { class: "btn small danger", disabled: !can("state.reset"), onclick: onClick }, action),
+  );
+}
+
+// ------------------------------------------------------------------ other tabs
+
+async function renderConversationTab(body) {
+  const llms = threadLlms();
+  const select = h(
+    "select",
+    {
+      onchange: (e) => {
+        state.llm = e.target.value;
+        renderThread();
+      },
+    },
+    llms.map((l) => h("option", { value: l, selected: l === state.llm }, l)),
+  );
+  const list = h("div", {}, empty("Loading…"));
+  body.append(
+    h("div", { class: "toolbar" }, h("label", {}, "LLM node ", select), h("span", { class: "scope-name mono" }, `thread:${state.thread}`)),
+    list,
+  );
+  try {
+    const r = await api.get(api.thread(state.ns, state.thread), { include_data: true, stores: "conversation", llm: state.llm });
+    const conv = r.stores.find((s) => s.name === "conversation");
+    fill(list, conversationView(conv.data));
+  } catch (err) {
+    fill(list, empty(err.message));
+    fail(err);
+  }
+}
+
+async function resourceSection(title, scope, prefix, columns, filter, valueOf) {
+  const box = h("div", {}, empty("Loading…"));
+  const section = scopeSection(title, scope, box);
+  (async () => {
+    try {
+      const r = await api.get(api.ns(state.ns, "/resources"), { scope, prefix });
+      const rows = Object.entries(r.resources)
+        .filter(([k, n]) => filter(k, n))
+        .map(([key, node]) => ({ key, node, deleted: node.payload.deleted === true || (node.kind === "semantic" && node.payload.content === null) }));
+      fill(
+        box,
+        resourceTable(rows, columns, async (row) => {
+          const v = await api.get(api.ns(state.ns, "/versions"), { scope, key: row.key });
+          return versionList(v.versions, valueOf, null);
+        }),
+      );
+    } catch (err) {
+      fill(box, empty(err.message));
+    }
+  })();
+  return section;
+}
+
+function scopesOfThread() {
+  return [
+    ["Thread", `thread:${state.thread}`],
+    ...threadUsers().map((u) => [`User ${u}`, `user:${u}`]),
+    ["App", "app"],
+  ];
+}
+
+async function renderVariablesTab(body) {
+  const cols = [
+    { title: "name", cls: "mono", get: (r) => r.node.payload.name },
+    { title: "type", get: (r) => r.node.payload.type },
+    { title: "value", cls: "mono value", get: (r) => variableValue(r.node) },
+    { title: "#", cls: "mono muted", get: (r) => String(r.node.sequence) },
+  ];
+  const isVar = (k, n) => n.kind === "resource" && (k.startsWith("var:") || /^run:[^:]+:var:/.test(k));
+  for (const [title, scope] of scopesOfThread()) {
+    body.append(await resourceSection(title, scope, "", cols, isVar, variableValue));
+  }
+}
+
+async function renderMemoryTab(body) {
+  const cols = [
+    { title: "type", get: (r) => r.node.payload.type },
+    { title: "key", cls: "mono", get: (r) => r.node.payload.key },
+    { title: "content", cls: "mono value", get: (r) => memoryValue(r.node) },
+    { title: "#", cls: "mono muted", get: (r) => String(r.node.sequence) },
+  ];
+  for (const [title, scope] of scopesOfThread()) {
+    body.append(
+      await resourceSection(title, scope, "semantic:", cols, (k, n) => n.payload.type !== "summary", memoryValue),
+    );
+  }
+  body.append(
+    await resourceSection("Compaction summaries", `thread:${state.thread}`, "semantic:summary:", cols, () => true, memoryValue),
+  );
+}
+
+function renderExecutionTab(body) {
+  const runs = (storeReport("executions") || {}).data || [];
+  const tree = h("div", { class: "exec-tree" }, empty("Pick a run to see its executor tree."));
+  body.append(h("div", { class: "exec-layout" }, h("div", {}, runsTable(runs.slice().reverse(), (r) => openRun(r.run, tree))), tree));
+}
+
+async function openRun(run, box) {
+  fill(box, empty("Loading…"));
+  for (const tr of document.querySelectorAll("tr[data-run]")) tr.classList.toggle("active", tr.dataset.run === run);
+  try {
+    const exec = await api.get(api.thread(state.ns, state.thread, `/runs/${encodeURIComponent(run)}`));
+    const decide = state.whoami.agent && can("agent.approve") ? (call, ok) => decideCall(call, ok) : null;
+    fill(box, h("ul", { class: "exec-root" }, executionTree(exec, decide)));
+  } catch (err) {
+    fill(box, empty(err.message));
+    fail(err);
+  }
+}
+
+// ------------------------------------------------------------------ actions
+
+async function clearThread() {
+  const t = state.thread;
+  const ok = await confirmDialog(
+    `Clear state of thread ${t}?`,
+    `This deletes all ${state.total} nodes of thread:${t} in namespace ${state.ns}: its conversation, ` +
+      "runs, thread variables and thread memory. User and app scopes are kept. It cannot be undone " +
+      "(export first to keep a copy).",
+    "Clear state",
+  );
+  if (!ok) return;
+  try {
+    const r = await api.del(api.thread(state.ns, t));
+    toast(r.cleared.length ? `Cleared ${r.cleared.join(", ")}` : `Nothing to clear in thread:${t}`, "ok");
+  } catch (err) {
+    fail(err);
+    return;
+  }
+  state.thread = null;
+  state.describe = null;
+  setHash();
+  await loadThreads();
+  fill($("#main"), h("div", { class: "welcome" }, h("h2", {}, `Thread ${t} was cleared`), h("p", {}, "Its graph is gone; pick another thread on the left.")));
+}
+
+async function resetStores(stores, llm, what) {
+  const ok = await confirmDialog(`Clear ${stores.join(", ")}?`, `This clears ${what}. The graph keeps the history (new nodes mark the reset).`, "Clear state");
+  if (!ok) return;
+  try {
+    const body = { namespace: state.ns, thread: state.thread, stores };
+    if (llm) body.llm = llm;
+    const r = await api.post("/state/reset", body);
+    toast(r.cleared.length ? `Cleared ${r.cleared.join(", ")}` : "Nothing to clear", "ok");
+  } catch (err) {
+    fail(err);
+    return;
+  }
+  await Promise.all([openThread(state.thread, { keepTab: true }), refreshThreadList()]);
+}
+
+async function resetVariable(name, run) {
+  const ok = await confirmDialog(`Clear variable ${name}?`, `A delete version of ${name} is written; older versions stay in the graph.`, "Clear state");
+  if (!ok) return;
+  try {
+    const body = { namespace: state.ns, thread: state.thread, variable: name };
+    if (run) body.run = run;
+    const r = await api.post("/state/reset", body);
+    toast(r.cleared.length ? `Cleared ${r.cleared.join(", ")}` : "Nothing to clear", "ok");
+  } catch (err) {
+    fail(err);
+    return;
+  }
+  await Promise.all([openThread(state.thread, { keepTab: true }), refreshThreadList()]);
+}
+
+async function exportThread() {
+  try {
+    const resp = await fetch(api.thread(state.ns, state.thread, "/export"), {
+      headers: { Authorization: `Bearer ${api.token}` },
+      cache: "no-store",
+    });
+    if (!resp.ok) throw new ApiError(resp.status, await resp.json().catch(() => null));
+    const blob = await resp.blob();
+    const a = h("a", { href: URL.createObjectURL(blob), download: `${state.thread}.json` });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    toast(`Exported thread:${state.thread} (${bytes(blob.size)})`, "ok");
+  } catch (err) {
+    fail(err);
+  }
+}
+
+async function verifyThread() {
+  try {
+    const r = await api.get(api.thread(state.ns, state.thread, "/verify"));
+    const c = r.checks[0];
+    if (c.ok) toast(`Verified ${c.checked} nodes: every identity and link holds`, "ok");
+    else toast(`Verification failed at node ${c.index} (${c.node_id}): ${c.code}: ${c.message}`, "bad");
+  } catch (err) {
+    fail(err);
+  }
+}
+
+async function decideCall(call, approve) {
+  try {
+    const r = await api.post(api.thread(state.ns, state.thread, approve ? "/approve" : "/reject"), { call });
+    toast(`${approve ? "Approved" : "Rejected"} ${call}: run ${r.status}`, "ok");
+  } catch (err) {
+    fail(err);
+    return;
+  }
+  await Promise.all([openThread(state.thread, { keepTab: true }), refreshThreadList()]);
+}
+
+// ------------------------------------------------------------------ start
+
+function start() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  state.ns = params.get("ns") || "default";
+  state.thread = params.get("thread");
+  if (TABS.includes(params.get("tab"))) state.tab = params.get("tab");
+  $("#namespace").value = state.ns;
+  $("#token").value = api.token;
+  $("#login").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const ns = $("#namespace").value.trim() || "default";
+    if (ns !== state.ns) state.thread = null;
+    state.ns = ns;
+    api.setToken($("#token").value.trim());
+    setHash();
+    await connect();
+  });
+  $("#thread-filter").addEventListener("input", renderThreads);
+  $("#reload-threads").addEventListener("click", () => loadThreads());
+  $("#confirm").addEventListener("cancel", () => ($("#confirm").returnValue = "cancel"));
+  fill($("#main"), welcome());
+  if (api.token) connect();
+  else fill($("#threads"), empty("Connect with a token to list threads."));
+}
+
+start();

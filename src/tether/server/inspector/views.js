@@ -1,0 +1,266 @@
+// The inspector's panels, each a pure function of data the API returned.
+
+import { badge, brief, empty, h, pretty, shortId, when } from "./dom.js";
+
+const STATUS_KIND = {
+  completed: "ok",
+  running: "info",
+  suspended: "warn",
+  failed: "bad",
+  idle: "muted",
+};
+
+export function statusBadge(status) {
+  return badge(status, STATUS_KIND[status] || "muted");
+}
+
+// ------------------------------------------------------------------ conversation
+
+function toolCallChip(call) {
+  const fn = call.function || {};
+  const name = call.name || fn.name || "tool";
+  const args = call.arguments ?? fn.arguments ?? {};
+  return h("div", { class: "tool-call" }, "→ ", h("b", {}, name), `(${brief(args, 120)})`);
+}
+
+/** The messages an LLM node sees (OpenAI-style dicts), as a chat. */
+export function conversationView(messages) {
+  if (!messages || !messages.length) return empty("No messages: the conversation is empty.");
+  return h(
+    "ol",
+    { class: "chat" },
+    messages.map((m) => {
+      const role = m.role || "?";
+      const summary = role === "system" && /^Summary of earlier/.test(m.content || "");
+      const calls = Array.isArray(m.tool_calls) ? m.tool_calls : [];
+      return h(
+        "li",
+        { class: ["msg", `msg-${role}`, summary && "msg-summary"] },
+        h(
+          "div",
+          { class: "msg-head" },
+          h("span", { class: "msg-role" }, summary ? "summary" : role),
+          m.tool_call_id ? h("span", { class: "msg-call mono" }, m.tool_call_id) : null,
+        ),
+        m.content !== null && m.content !== undefined && m.content !== ""
+          ? h("div", { class: "msg-content" }, pretty(m.content))
+          : null,
+        calls.map(toolCallChip),
+      );
+    }),
+  );
+}
+
+// ------------------------------------------------------------------ versions
+
+/** A list of versions of one resource key (oldest first), newest marked current. */
+export function versionList(nodes, valueOf, onNode) {
+  if (!nodes.length) return empty("No versions.");
+  return h(
+    "ol",
+    { class: "versions" },
+    nodes.map((n, i) =>
+      h(
+        "li",
+        { class: i === nodes.length - 1 ? "current" : null },
+        h(
+          "button",
+          { class: "link mono", onclick: () => onNode && onNode(n.id), title: n.id },
+          `#${n.sequence}`,
+        ),
+        " ",
+        h("span", { class: "mono value" }, valueOf(n)),
+        h("span", { class: "muted" }, ` ${when(n.createdAt)}`),
+        i === nodes.length - 1 ? badge("current", "ok") : null,
+      ),
+    ),
+  );
+}
+
+export function variableValue(node) {
+  const p = node.payload || {};
+  if (p.deleted) return "(deleted)";
+  return brief(p.value, 120) + (p.coerced === false && p.error ? `  ⚠ ${p.error}` : "");
+}
+
+export function memoryValue(node) {
+  const p = node.payload || {};
+  return p.content === null ? "(deleted)" : brief(p.content, 120);
+}
+
+// ------------------------------------------------------------------ variables & memory
+
+/**
+ * A table of resource heads. rows: [{key, label, type, node}]; onVersions(row) loads
+ * and returns the versions element.
+ */
+export function resourceTable(rows, columns, onVersions) {
+  if (!rows.length) return empty("Nothing here.");
+  const body = h("tbody");
+  for (const row of rows) {
+    const slot = h("td", { class: "versions-slot", colspan: columns.length + 1 });
+    const more = h("tr", { class: "versions-row", hidden: true }, slot);
+    const toggle = h(
+      "button",
+      {
+        class: "link",
+        onclick: async () => {
+          more.hidden = !more.hidden;
+          if (!more.hidden && !slot.firstChild) slot.append(await onVersions(row));
+        },
+      },
+      "versions",
+    );
+    body.append(
+      h(
+        "tr",
+        { class: row.deleted ? "deleted" : null, dataset: { key: row.key } },
+        columns.map((c) => h("td", { class: c.cls }, c.get(row))),
+        h("td", { class: "right" }, toggle),
+      ),
+      more,
+    );
+  }
+  return h(
+    "table",
+    { class: "grid" },
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        columns.map((c) => h("th", {}, c.title)),
+        h("th", {}),
+      ),
+    ),
+    body,
+  );
+}
+
+export function scopeSection(title, scope, content, actions) {
+  return h(
+    "section",
+    { class: "scope-section" },
+    h(
+      "header",
+      {},
+      h("h3", {}, title),
+      h("span", { class: "scope-name mono" }, scope),
+      h("span", { class: "spacer" }),
+      actions || null,
+    ),
+    content,
+  );
+}
+
+// ------------------------------------------------------------------ execution
+
+export function runsTable(runs, onOpen) {
+  if (!runs || !runs.length) return empty("No runs in this thread.");
+  return h(
+    "table",
+    { class: "grid runs" },
+    h(
+      "thead",
+      {},
+      h("tr", {}, h("th", {}, "run"), h("th", {}, "status"), h("th", {}, "input"), h("th", {}, "#")),
+    ),
+    h(
+      "tbody",
+      {},
+      runs.map((r) =>
+        h(
+          "tr",
+          { class: "clickable", onclick: () => onOpen(r), dataset: { run: r.run } },
+          h("td", { class: "mono" }, r.run),
+          h("td", {}, statusBadge(r.status), r.reset ? badge("reset", "muted") : null),
+          h("td", {}, brief(r.input, 80)),
+          h("td", { class: "mono muted" }, r.sequence),
+        ),
+      ),
+    ),
+  );
+}
+
+/** Seed 000's executor tree; `decide(call, approve)` when approvals can be given here. */
+export function executionTree(exec, decide) {
+  const actor = exec.actor || {};
+  const st = actor.node_state || {};
+  const label =
+    exec.kind === "run"
+      ? `run ${exec.run}`
+      : exec.kind === "llm"
+        ? `llm ${actor.node_name}`
+        : `${actor.node_name}(${brief(st.input, 60)})`;
+  const detail = [];
+  if (exec.kind === "tool_call" && st.output !== null && st.output !== undefined) {
+    detail.push(h("div", { class: "exec-output mono" }, "⇒ ", brief(st.output, 160)));
+  }
+  if (exec.kind === "tool_call" && exec.status === "suspended" && decide) {
+    detail.push(
+      h(
+        "div",
+        { class: "exec-actions" },
+        h("button", { class: "btn small", onclick: () => decide(st.call_id, true) }, "Approve"),
+        h(
+          "button",
+          { class: "btn small danger", onclick: () => decide(st.call_id, false) },
+          "Reject",
+        ),
+      ),
+    );
+  }
+  return h(
+    "li",
+    { class: "exec", dataset: { execution: exec.execution_id } },
+    h(
+      "div",
+      { class: "exec-head" },
+      statusBadge(exec.status),
+      h("span", { class: "exec-label" }, label),
+      h("span", { class: "mono muted" }, shortId(exec.execution_id)),
+    ),
+    detail,
+    exec.children && exec.children.length
+      ? h(
+          "ul",
+          { class: "exec-children" },
+          exec.children.map((c) => executionTree(c, decide)),
+        )
+      : null,
+  );
+}
+
+// ------------------------------------------------------------------ node detail
+
+export function nodeFields(node, onNode) {
+  const rows = [
+    ["id", h("span", { class: "mono" }, node.id)],
+    ["kind", node.kind],
+    ["sequence", String(node.sequence)],
+    ["created", when(node.createdAt)],
+  ];
+  if (node.resourceKey) rows.push(["resource", h("span", { class: "mono" }, node.resourceKey)]);
+  rows.push([
+    "parents",
+    node.parents.length
+      ? h(
+          "span",
+          { class: "parents" },
+          node.parents.map((p) =>
+            h("button", { class: "link mono", onclick: () => onNode(p), title: p }, shortId(p)),
+          ),
+        )
+      : h("span", { class: "muted" }, "none (a root)"),
+  ]);
+  return h(
+    "dl",
+    { class: "fields" },
+    rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),
+  );
+}
+
+export function payloadBlock(payload) {
+  return h("pre", { class: "payload" }, JSON.stringify(payload, null, 2));
+}

@@ -1,0 +1,29 @@
+"""The HTTP control plane and the web inspector (SPEC §6): ``tether serve``.
+
+``create_app(store, tokens=..., agent=...)`` is a FastAPI app serving every
+control-plane operation over HTTP behind bearer tokens with grants, and the
+inspector at ``/``. docs/http.md describes the routes, the tokens file and the
+status codes. Needs the ``server`` extra (FastAPI, uvicorn).
+"""
+
+from __future__ import annotations
+
+from .app import create_app
+from .auth import GRANTS, AuthConfigError, Forbidden, Token, Tokens, Unauthorized, hash_token
+from .limits import DEFAULT_MAX_BODY, TooLarge
+
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "GRANTS",
+    "AuthConfigError",
+    "Forbidden",
+    "Token",
+    "Tokens",
+    "TooLarge",
+    "Unauthorized",
+    "create_app",
+    "hash_token",
+]
+
+for _name in ("AuthConfigError", "Forbidden", "Token", "Tokens", "TooLarge", "Unauthorized"):
+    globals()[_name].__module__ = "tether.server"

@@ -1,0 +1,147 @@
+"""What every route needs: the server's store, its agents, and the token check.
+
+``Server`` owns the store when it was given a URL (opened at startup or on the
+first request, closed at shutdown); a ``Store`` object passed in stays the
+caller's. ``need(grant)`` is the FastAPI dependency that authenticates the
+bearer token and checks its grant (and the path's namespace) before a route
+reads anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Annotated, Any, Final, TypeAlias
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from .._errors import NotFound
+from ..runtime.agent import Agent
+from ..store import Store, open_store
+from .auth import Token, Tokens
+
+__all__ = ["AgentFactory", "Server", "authenticated", "need"]
+
+AgentFactory: TypeAlias = Callable[..., Agent]
+"""Builds an agent over the server's store: ``factory(store, namespace)``, or
+``factory(store)`` for an agent of one namespace (``tether.demo:agent``)."""
+
+_MAX_AGENTS: Final = 256
+
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearer",
+    description="A token named in the server's tokens file, or $TETHER_TOKEN.",
+)
+
+
+class Server:
+    """The state behind one app: store, tokens, agents. Kept in ``app.state.tether``."""
+
+    def __init__(
+        self,
+        store: Store | str,
+        *,
+        tokens: Tokens,
+        agent: Agent | AgentFactory | None = None,
+    ) -> None:
+        if isinstance(store, Store):
+            self._store: Store | None = store
+            self._url: str | None = None
+        else:
+            self._store, self._url = None, store
+        self._lock = asyncio.Lock()
+        self.tokens = tokens
+        self.agent = agent
+        self._agents: OrderedDict[str, Agent] = OrderedDict()
+
+    @property
+    def has_agent(self) -> bool:
+        return self.agent is not None
+
+    async def store(self) -> Store:
+        if self._store is None:
+            async with self._lock:
+                if self._store is None:
+                    assert self._url is not None
+                    self._store = await open_store(self._url)
+        return self._store
+
+    async def close(self) -> None:
+        """Close the store if this server opened it from a URL."""
+        if self._url is not None and self._store is not None:
+            store, self._store = self._store, None
+            await store.close()
+
+    async def agent_for(self, namespace: str) -> Agent:
+        """The agent that runs steps in ``namespace``; NotFound if none does."""
+        if self.agent is None:
+            raise NotFound("this server runs no agent: start it with --agent", field="agent")
+        if isinstance(self.agent, Agent):
+            if namespace != self.agent.namespace:
+                raise NotFound(
+                    f"the agent serves namespace {self.agent.namespace!r}, not {namespace!r}",
+                    namespace=namespace,
+                )
+            return self.agent
+        found = self._agents.get(namespace)
+        if found is None:
+            store = await self.store()
+            made = self.agent(store, namespace) if _arity(self.agent) >= 2 else self.agent(store)
+            if not isinstance(made, Agent):
+                raise TypeError(f"the agent factory returned {made!r}, not an Agent")
+            if made.namespace != namespace:
+                raise NotFound(
+                    f"the agent serves namespace {made.namespace!r}, not {namespace!r}",
+                    namespace=namespace,
+                )
+            found = self._agents[namespace] = made
+            # Agents hold configuration only; the oldest is rebuilt if needed again.
+            while len(self._agents) > _MAX_AGENTS:
+                self._agents.popitem(last=False)
+        else:
+            self._agents.move_to_end(namespace)
+        return found
+
+
+def _arity(fn: Callable[..., Any]) -> int:
+    """How many positional arguments ``fn`` requires."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 2
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(1 for p in params if p.kind in positional and p.default is p.empty)
+
+
+def server_of(request: Request) -> Server:
+    s = request.app.state.tether
+    assert isinstance(s, Server)
+    return s
+
+
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+
+
+async def authenticated(request: Request, creds: Credentials) -> Token:
+    """Any known token (no grant needed)."""
+    token = server_of(request).tokens.authenticate(creds.credentials if creds else None)
+    # The name (never the secret) is logged with the request.
+    request.state.token_name = token.name
+    return token
+
+
+def need(grant: str) -> Any:
+    """A dependency: a known token with ``grant`` on the path's namespace (if it has one)."""
+
+    async def check(request: Request, creds: Credentials) -> Token:
+        token = await authenticated(request, creds)
+        ns = request.path_params.get("namespace")
+        token.require(grant, ns if isinstance(ns, str) else None)
+        return token
+
+    check.__name__ = "need_" + grant.replace(".", "_")
+    return Depends(check)

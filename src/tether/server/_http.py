@@ -1,0 +1,94 @@
+"""The HTTP edge's error mapping and JSON helpers: the one place a TetherError gets a status.
+
+Every error response has the body ``err.to_dict()``:
+``{"error": <class>, "code": <stable code>, "message": <what to do>, "details": {...}}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .._errors import (
+    Conflict,
+    InvalidNode,
+    InvalidRequest,
+    InvalidSnapshot,
+    NotFound,
+    StoreError,
+    TetherError,
+)
+from ..models._errors import ModelError
+from .auth import Forbidden, Unauthorized
+from .limits import TooLarge
+
+__all__ = ["STATUS_CODES", "error_response", "json_response", "read_json", "status_for"]
+
+# What each documented status means; app.py documents them per route in OpenAPI.
+STATUS_CODES: Final[dict[int, str]] = {
+    400: "The request is invalid (InvalidRequest): the message names the field.",
+    401: "No bearer token, or an unknown one.",
+    403: "The token lacks the grant or the namespace.",
+    404: "No such thread, node or run (or route).",
+    409: "Conflict: the state moved, the target is not empty, or the run awaits approval.",
+    413: "The request body (or a snapshot in it) is too large.",
+    422: "The snapshot failed import validation (InvalidSnapshot): code and node named.",
+}
+
+
+def status_for(err: TetherError) -> int:
+    """The HTTP status of a library error. Bad input is always a 4xx."""
+    if isinstance(err, Unauthorized):
+        return 401
+    if isinstance(err, Forbidden):
+        return 403
+    if isinstance(err, TooLarge):
+        return 413
+    if isinstance(err, InvalidSnapshot | InvalidNode):
+        return 413 if err.code == "too_large" else 422
+    if isinstance(err, NotFound):
+        return 404
+    if isinstance(err, Conflict):
+        return 409
+    if isinstance(err, InvalidRequest):
+        # A new step while the run waits for a human conflicts with the thread's state.
+        return 409 if err.code == "run_suspended" else 400
+    if isinstance(err, ModelError):
+        return 502
+    if isinstance(err, StoreError):
+        return 503
+    return 500
+
+
+def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        orjson.dumps(data), status_code=status, media_type="application/json", headers=headers
+    )
+
+
+def error_response(err: TetherError) -> Response:
+    status = status_for(err)
+    headers = {"WWW-Authenticate": 'Bearer realm="tether"'} if status == 401 else None
+    return json_response(err.to_dict(), status, headers)
+
+
+async def read_json(request: Request, *, required: bool = True) -> Any:
+    """The body as JSON (orjson: bounded nesting, no NaN). Empty is None unless required."""
+    raw = await request.body()
+    if not raw.strip():
+        if required:
+            raise InvalidRequest("the request needs a JSON body", field="body")
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise InvalidRequest(f"the body is not valid JSON: {e}", field="body") from None
+
+
+def json_object(data: Any, what: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise InvalidRequest(f"{what} is a JSON object, got {type(data).__name__}", field="body")
+    return data

@@ -1,0 +1,239 @@
+"""The HTTP control plane and the web inspector, as one ASGI app.
+
+    app = create_app("sqlite:///tether.db", tokens=Tokens.from_file("tokens.yaml"))
+    # uvicorn.run(app) -- or `tether serve --store tether.db --tokens tokens.yaml`
+
+Routes (docs/http.md has the details; ``/openapi.json`` the schema):
+
+* ``POST /state/<operation>``: seed 002's endpoints, for every control-plane
+  operation (describe, reset, compact, export, import, history, fork, verify);
+  the namespace is the body's ``namespace``;
+* ``/v1/ns/{namespace}/...``: threads, a thread's description, history, export,
+  import, fork, verify, reset, a run's execution, resource heads and versions;
+  with an agent, ``step``, ``resume``, ``approve`` and ``reject``;
+* ``GET /v1/whoami``: what the caller's token may do; ``GET /healthz``;
+* ``/``: the inspector (static files; it asks for a token and calls the API).
+
+Every API route needs a bearer token with the route's grant on its namespace
+(``tether.server.auth``): 401 without a known token, 403 without the grant or
+namespace, and in both cases nothing is read or written. Library errors become
+statuses in one place (``_http.status_for``) with the body ``err.to_dict()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import FileResponse, Response
+from starlette.staticfiles import StaticFiles
+
+from .. import __version__
+from .._errors import InvalidRequest, TetherError
+from ..runtime.agent import Agent
+from ..store import Store
+from . import routes_agent, routes_ns, routes_state
+from ._deps import AgentFactory, Server, authenticated
+from ._http import error_response, json_response
+from .auth import AuthConfigError, Token, Tokens
+from .limits import DEFAULT_MAX_BODY, ASGIApp, BodyLimit, Message, Receive, Scope, Send
+from .openapi import errors, install
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("tether.server")
+
+INSPECTOR_DIR: Final = Path(__file__).with_name("inspector")
+# The inspector loads only its own files and talks only to this server.
+_CSP: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+
+def create_app(
+    store: Store | str,
+    *,
+    tokens: Tokens | str | Path | None = None,
+    agent: Agent | AgentFactory | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY,
+    inspector: bool = True,
+) -> FastAPI:
+    """The ASGI app serving ``store`` (a ``Store``, kept open, or a URL, opened and closed here).
+
+    ``tokens``: a ``Tokens``, a tokens file path, or None for the environment
+    (``$TETHER_TOKENS_FILE``, ``$TETHER_TOKEN``); a server with no token refuses
+    to start. ``agent``: an ``Agent`` (serving its own namespace) or a factory
+    ``(store, namespace) -> Agent``; without one the agent routes are absent.
+    ``max_body_bytes`` bounds every request body (413 beyond it).
+    """
+    if isinstance(tokens, Tokens):
+        known = tokens
+    elif tokens is None:
+        known = Tokens.from_env()
+    else:
+        known = Tokens.from_file(tokens).merged(Tokens.from_env({}))
+    if not len(known):
+        raise AuthConfigError(
+            "no tokens: set TETHER_TOKEN (one all-grants token) or pass a tokens file "
+            "(--tokens FILE, $TETHER_TOKENS_FILE); see docs/http.md",
+            field="tokens",
+        )
+    if agent is not None and not (isinstance(agent, Agent) or callable(agent)):
+        raise InvalidRequest(f"agent is an Agent or a factory (store, namespace), got {agent!r}")
+    server = Server(store, tokens=known, agent=agent)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await server.store()  # a bad URL fails at startup, not on the first request
+        try:
+            yield
+        finally:
+            await server.close()
+
+    app = FastAPI(
+        title="tether",
+        version=__version__,
+        description=(
+            "Durable state for AI agents: the control plane over HTTP. Every API route "
+            "needs a bearer token whose grants name the operation and the namespace."
+        ),
+        lifespan=lifespan,
+        docs_url=None,  # the Swagger UI loads scripts from a CDN; the inspector is at /
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
+    app.state.tether = server
+    _handlers(app)
+
+    @app.get("/healthz", tags=["meta"], summary="Liveness: no token needed, no state read")
+    async def healthz() -> dict[str, Any]:
+        return {"ok": True, "version": __version__}
+
+    @app.get(
+        "/v1/whoami",
+        tags=["meta"],
+        summary="What the caller's token may do, and whether agent routes exist",
+        responses={
+            200: {
+                "description": "The token's name, grants and namespaces.",
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/WhoAmI"}}
+                },
+            },
+            **errors(401),
+        },
+    )
+    async def whoami(token: Annotated[Token, Depends(authenticated)]) -> Response:
+        return json_response({**token.to_dict(), "agent": server.has_agent, "version": __version__})
+
+    app.include_router(routes_state.router())
+    app.include_router(routes_ns.router())
+    if agent is not None:
+        app.include_router(routes_agent.router())
+    if inspector:
+        _mount_inspector(app)
+    install(app)
+    # The last added runs first: the edge logs and heads every response, 413s included.
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(_Edge)
+    return app
+
+
+def _handlers(app: FastAPI) -> None:
+    async def tether_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, TetherError)
+        return error_response(exc)
+
+    async def bad_parameters(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("query", "path"))
+        return error_response(
+            InvalidRequest(f"{where or 'request'}: {first.get('msg', 'invalid')}", field=where)
+        )
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http")
+        body = {"error": "HTTPError", "code": code, "message": str(exc.detail), "details": {}}
+        return json_response(body, exc.status_code, dict(exc.headers or {}))
+
+    async def internal(request: Request, exc: Exception) -> Response:
+        log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+        body = {
+            "error": "InternalError",
+            "code": "internal",
+            "message": "the server failed; its log has the details",
+            "details": {},
+        }
+        return json_response(body, 500)
+
+    app.add_exception_handler(TetherError, tether_error)
+    app.add_exception_handler(RequestValidationError, bad_parameters)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(Exception, internal)
+
+
+def _mount_inspector(app: FastAPI) -> None:
+    index = INSPECTOR_DIR / "index.html"
+
+    @app.get("/", include_in_schema=False)
+    async def inspector_index() -> Response:
+        return FileResponse(index, media_type="text/html")
+
+    app.mount("/inspector", StaticFiles(directory=INSPECTOR_DIR), name="inspector")
+
+
+class _Edge:
+    """Logs each request (method, path, status, time, token *name*) and sets safe headers.
+
+    Never logs headers or bodies, so a token cannot reach the log.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 0
+        api = not (scope["path"] == "/" or scope["path"].startswith("/inspector"))
+
+        async def send_with_headers(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = list(message.get("headers", []))
+                headers += [
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"no-referrer"),
+                    (b"content-security-policy", _CSP.encode()),
+                ]
+                if api:
+                    # State is private: no browser or proxy keeps a copy.
+                    headers.append((b"cache-control", b"no-store"))
+                message["headers"] = headers
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            token = scope.get("state", {}).get("token_name", "-")
+            log.info(
+                "%s %s %d %.1fms token=%s",
+                scope.get("method", "-"),
+                scope["path"],
+                status or 500,
+                (time.perf_counter() - start) * 1000,
+                token,
+            )

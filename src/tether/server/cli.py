@@ -1,0 +1,143 @@
+"""``tether serve``: the HTTP control plane and the inspector on a store (uvicorn).
+
+    TETHER_TOKEN=$(python -c 'import secrets; print(secrets.token_urlsafe(32))') \\
+        tether --store tether-demo.db serve --port 8765
+
+The main ``tether`` group adds this command when the server extra is installed.
+The socket is bound before the app starts, and the first line on stdout is the
+URL actually served (so ``--port 0`` picks a free port and says which).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import socket
+import sys
+from typing import Any
+
+import click
+
+from .._errors import InvalidRequest, TetherError
+from .limits import DEFAULT_MAX_BODY
+
+__all__ = ["load_agent", "serve"]
+
+
+def load_agent(ref: str) -> Any:
+    """``module:attr``: an ``Agent``, or a factory ``(store, namespace) -> Agent``."""
+    from ..runtime.agent import Agent  # imported here: `tether --help` stays fast
+
+    module, sep, attr = ref.partition(":")
+    if not sep or not module or not attr:
+        raise InvalidRequest(
+            f"--agent takes module:attribute (an Agent or a factory), got {ref!r}", field="agent"
+        )
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as e:
+        raise InvalidRequest(f"--agent: cannot import {module!r}: {e}", field="agent") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise InvalidRequest(f"--agent: {module!r} has no attribute {attr!r}", field="agent")
+        obj = getattr(obj, part)
+    if not isinstance(obj, Agent) and not callable(obj):
+        raise InvalidRequest(
+            f"--agent: {ref} is neither an Agent nor a factory (store, namespace) -> Agent",
+            field="agent",
+        )
+    return obj
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--tokens",
+    "tokens_file",
+    envvar="TETHER_TOKENS_FILE",
+    metavar="FILE",
+    help="Tokens file (JSON/YAML, see docs/http.md). $TETHER_TOKEN adds one all-grants token.",
+)
+@click.option(
+    "--agent",
+    "agent_ref",
+    metavar="MODULE:ATTR",
+    help="Serve agent steps: an Agent, or a factory (store, namespace) -> Agent.",
+)
+@click.option(
+    "--max-body",
+    default=DEFAULT_MAX_BODY,
+    show_default=True,
+    type=click.IntRange(1024),
+    help="Largest request body in bytes (413 beyond).",
+)
+@click.option("--no-inspector", is_flag=True, help="Serve the API only.")
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+)
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    tokens_file: str | None,
+    agent_ref: str | None,
+    max_body: int,
+    no_inspector: bool,
+    log_level: str,
+) -> None:
+    """Serve the control plane over HTTP, and the inspector at /."""
+    import uvicorn
+
+    from .app import create_app
+    from .auth import Tokens
+
+    store_url = getattr(ctx.obj, "store_url", None) or "tether.db"
+    try:
+        tokens = Tokens.from_env() if tokens_file is None else None
+        app = create_app(
+            store_url,
+            tokens=tokens if tokens is not None else tokens_file,
+            agent=load_agent(agent_ref) if agent_ref else None,
+            max_body_bytes=max_body,
+            inspector=not no_inspector,
+        )
+    except TetherError as e:
+        click.echo(f"error [{e.code}]: {e.message}", err=True)
+        sys.exit(2)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        # Listening before the URL is printed: a client that connects at once waits in
+        # the backlog until uvicorn accepts, instead of being refused.
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        click.echo(f"error [bind]: cannot listen on {host}:{port}: {e.strerror}", err=True)
+        sys.exit(1)
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    click.echo(f"http://{shown}:{bound}/", nl=True)
+    sys.stdout.flush()
+    click.echo(
+        f"tether serving {store_url} (inspector at /, OpenAPI at /openapi.json); "
+        f"tokens: {', '.join(app.state.tether.tokens.names)}",
+        err=True,
+    )
+    server_log = logging.getLogger("tether.server")
+    server_log.setLevel(log_level.upper())
+    if not server_log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        server_log.addHandler(handler)
+    config = uvicorn.Config(app, log_level=log_level, lifespan="on")
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

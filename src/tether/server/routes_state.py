@@ -1,0 +1,90 @@
+"""Seed 002's endpoints, one per control-plane operation: ``POST /state/<operation>``.
+
+The body is a ``StateOperationRequest`` (the namespace is its ``namespace``
+field, default ``"default"``); the response is the operation's
+``StateOperationResult.to_dict()``. Each needs the grant ``state.<operation>``
+on that namespace. The work is ``tether.control.execute``: nothing here but
+parsing, the grant check and the response.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the route signature built
+# in _add, whose dependency names a local (the grant).
+import contextlib
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from .. import control
+from .._errors import NotFound
+from ..control.types import OPERATIONS, StateOperationRequest
+from ._deps import need, server_of
+from ._http import json_object, json_response, read_json
+from ._schemas import ref
+from .auth import Token
+from .openapi import errors
+
+__all__ = ["router"]
+
+_SUMMARIES = {
+    "describe": "What exists: per-store counts and sizes (data optional)",
+    "reset": "Clear exactly what is named: a thread, user, app, variable, run or namespace",
+    "compact": "Compact a thread's conversation behind a summary (non-destructive)",
+    "export": "A scope's snapshot (SPEC §1)",
+    "import": "Validate a snapshot and write it into an empty scope",
+    "history": "One page of a scope's nodes",
+    "fork": "A new thread from any node",
+    "verify": "Recompute identities and links of a scope, a namespace or a snapshot",
+}
+
+
+def router() -> APIRouter:
+    r = APIRouter(prefix="/state", tags=["state (seed 002)"])
+    for op in OPERATIONS:
+        _add(r, op)
+    return r
+
+
+def _add(r: APIRouter, op: str) -> None:
+    grant = f"state.{op}"
+
+    async def run(request: Request, token: Annotated[Token, need(grant)]) -> Response:
+        body = await read_json(request, required=False)
+        req = StateOperationRequest.from_dict(
+            None if body is None else json_object(body, "a StateOperationRequest")
+        )
+        token.require(grant, req.namespace)
+        server = server_of(request)
+        options: dict[str, Any] = {}
+        if op == "compact" and req.strategy == "summary" and server.has_agent:
+            # The summary strategy asks the namespace's model, when an agent serves it.
+            with contextlib.suppress(NotFound):
+                options["model"] = (await server.agent_for(req.namespace)).model
+        result = await control.execute(await server.store(), op, req, **options)
+        return json_response(result.to_dict())
+
+    run.__name__ = f"state_{op}"
+    r.add_api_route(
+        f"/{op}",
+        run,
+        methods=["POST"],
+        summary=_SUMMARIES[op],
+        description=(
+            f"Needs the grant `{grant}` on the body's `namespace`. "
+            "The body is a StateOperationRequest; unknown fields are refused."
+        ),
+        operation_id=f"state_{op}",
+        openapi_extra={
+            "requestBody": {
+                "required": False,
+                "content": {"application/json": {"schema": ref("StateOperationRequest")}},
+            }
+        },
+        responses={
+            200: {
+                "description": "The operation's result.",
+                "content": {"application/json": {"schema": ref("StateOperationResult")}},
+            },
+            **errors(400, 401, 403, 404, 409, 413, 422),
+        },
+    )

@@ -1,0 +1,81 @@
+"""``tether serve``: a real uvicorn server over a socket, and its refusals at startup."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from _server_helpers import TOKEN, Served, env_without_tokens, filled_sqlite, serve
+from tether.cli import main
+from tether.runtime import Agent
+from tether.server.cli import load_agent
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    db = tmp_path / "served.db"
+    filled_sqlite(db)
+    with serve(db, tmp_path / "serve.log", "--agent", "_server_helpers:demo_agent") as s:
+        yield s
+
+
+def test_serve_answers_over_a_socket_and_stops_cleanly(served: Served, tmp_path: Path) -> None:
+    with httpx.Client(base_url=served.url, timeout=10) as c:
+        assert c.get("/healthz").json()["ok"] is True
+        assert c.get("/v1/whoami").status_code == 401
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        threads = c.get("/v1/ns/default/threads", headers=auth).json()["threads"]
+        assert [t["thread"] for t in threads] == ["billing", "support-1", "support-2"]
+        page = c.get("/", headers=auth)
+        assert page.status_code == 200 and "tether inspector" in page.text
+        assert c.get("/inspector/app.js").headers["content-type"].startswith("text/javascript")
+        r = c.delete("/v1/ns/default/threads/support-2", headers=auth)
+        assert r.json()["cleared"] == ["thread:support-2"]
+        # The agent given with --agent runs steps in this process.
+        step = c.post(
+            "/v1/ns/default/threads/new/step", headers=auth, json={"input": "hi", "user": "z"}
+        )
+        assert step.json()["status"] == "completed"
+    served.proc.send_signal(signal.SIGTERM)
+    # uvicorn shuts down gracefully, then re-raises the signal it caught.
+    assert served.proc.wait(timeout=15) in (0, -signal.SIGTERM)
+    log = served.log.read_text()
+    assert "Application shutdown complete" in log
+    assert "token=env" in log and TOKEN not in log
+
+
+def test_serve_refuses_to_start_without_tokens(tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(
+        main, ["--store", str(tmp_path / "x.db"), "serve", "--port", "0"], env=env_without_tokens()
+    )
+    assert result.exit_code == 2
+    assert "no tokens" in result.output
+
+
+def test_serve_refuses_a_bad_agent_and_a_bad_tokens_file(tmp_path: Path) -> None:
+    runner = CliRunner()
+    env = env_without_tokens(TETHER_TOKEN=TOKEN)
+    result = runner.invoke(main, ["serve", "--agent", "no_such_module:agent"], env=env)
+    assert result.exit_code == 2 and "cannot import" in result.output
+    bad = tmp_path / "tokens.yaml"
+    bad.write_text("tokens:\n  - {name: x, token: plain-secret, namespaces: ['*']}\n")
+    result = runner.invoke(main, ["serve", "--tokens", str(bad)], env=env)
+    assert result.exit_code == 2 and "never in the file" in result.output
+    assert "plain-secret" not in result.output
+
+
+def test_load_agent() -> None:
+    factory = load_agent("tether.demo:agent")
+    assert callable(factory) and not isinstance(factory, Agent)
+    with pytest.raises(Exception, match="module:attribute"):
+        load_agent("tether.demo")
+    with pytest.raises(Exception, match="no attribute"):
+        load_agent("tether.demo:nothing_here")
+    with pytest.raises(Exception, match="neither"):
+        load_agent("tether.demo:NAMESPACE")

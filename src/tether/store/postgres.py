@@ -171,6 +171,9 @@ class PostgresStore(Store):
         # or session locks; its advisory lock is transaction-scoped), so the reset is
         # a no-op; asyncpg still rolls back a transaction left open.
         connect_options.setdefault("reset", _keep_session)
+        # Likewise, closing idle connections re-arms a timer on every release (~30 us a
+        # call here); a store's pool is small (max_size), so idle ones are kept.
+        connect_options.setdefault("max_inactive_connection_lifetime", 0)
         try:
             pool = await asyncpg.create_pool(
                 dsn,

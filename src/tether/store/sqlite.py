@@ -66,6 +66,7 @@ from ._sqlite_schema import LATEST, MIGRATIONS
 T = TypeVar("T")
 
 _LOW: Final = 0xFFFFFFFF  # the sequence part of a node's row key
+_MIN_SQLITE: Final = (3, 24, 0)  # upsert (ON CONFLICT DO UPDATE) of resource heads
 _SYNC: Final = {"full": "FULL", "normal": "NORMAL"}
 _NODE_COLS: Final = "k, id, kind, parents, created_at, rkey, payload"
 _NODE_COLS_N: Final = "n.k, n.id, n.kind, n.parents, n.created_at, n.rkey, n.payload"
@@ -148,6 +149,12 @@ class SQLiteStore(Store):
         ``busy_timeout``: seconds a locked database is retried before StoreError.
         ``offload``: run SQLite calls on a dedicated thread instead of inline.
         """
+        if sqlite3.sqlite_version_info < _MIN_SQLITE:
+            raise StoreError(
+                f"tether needs SQLite >= {'.'.join(map(str, _MIN_SQLITE))} (upsert); this "
+                f"Python links {sqlite3.sqlite_version}",
+                code="store_unavailable",
+            )
         path, query = parse_url(url)
         unknown = set(query) - {"durability", "busy_timeout", "offload"}
         if unknown:
@@ -464,10 +471,13 @@ class SQLiteStore(Store):
                 )
                 gen = 1
             else:
-                gen = c.execute(
-                    "UPDATE tether_scopes SET generation = generation + 1, live = 0"
-                    " WHERE sid = ? RETURNING generation",
+                # No RETURNING: it needs SQLite 3.35, and distributions ship older ones.
+                c.execute(
+                    "UPDATE tether_scopes SET generation = generation + 1, live = 0 WHERE sid = ?",
                     (sid,),
+                )
+                gen = c.execute(
+                    "SELECT generation FROM tether_scopes WHERE sid = ?", (sid,)
                 ).fetchone()[0]
                 self._delete_nodes(sid)
             c.execute("COMMIT")

@@ -264,3 +264,26 @@ async def test_a_schema_at_version_1_is_migrated_in_place(
         await txn.commit()
         assert (await s.head("ns", "thread:t")).sequence == 2
         assert await s.resource_head("ns", "thread:t", "var:v") is not None
+
+
+async def test_a_statement_past_command_timeout_is_a_typed_error(
+    postgres_url: str, schema: str
+) -> None:
+    url = with_query(postgres_url, f"schema={schema}")
+    async with await open_store(url, command_timeout=0.3) as s:
+        txn = Transaction(s, "ns")
+        await txn.append("thread:t", "goal", {"x": 1})
+        await txn.commit()
+        blocker = await asyncpg.connect(postgres_url)
+        try:
+            tr = blocker.transaction()
+            await tr.start()
+            await blocker.execute(f'SELECT 1 FROM "{schema}".tether_scopes FOR UPDATE')
+            with pytest.raises(StoreError) as e:
+                await s.reset_scope("ns", "thread:t")  # waits for the row lock
+            assert e.value.code == "timeout"
+            await tr.rollback()
+        finally:
+            await blocker.close()
+        assert (await s.head("ns", "thread:t")).generation == 0  # the reset did not happen
+        assert (await s.reset_scope("ns", "thread:t")).generation == 1

@@ -272,6 +272,12 @@ class PostgresStore(Store):
                     await asyncio.sleep(0.001 * 2**attempt)
                     continue
                 raise self._error(e) from e
+            except TimeoutError as e:  # command_timeout (a TimeoutError is also an OSError)
+                raise StoreError(
+                    "PostgreSQL did not answer within command_timeout; raise it, or look "
+                    "for a lock held by another session",
+                    code="timeout",
+                ) from e
             except (OSError, asyncpg.InterfaceError) as e:
                 raise StoreError(
                     f"PostgreSQL connection failed: {e}", code="store_unavailable"

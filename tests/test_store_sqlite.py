@@ -86,6 +86,14 @@ async def test_bad_options_are_refused_with_typed_errors(tmp_path: Path) -> None
     assert not (tmp_path / "a.db").exists()
 
 
+async def test_a_file_that_is_not_a_database_is_a_typed_error(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError):
+        await open_store(f"sqlite:///{junk}")
+    assert junk.read_bytes() == b"this is not a database" * 100  # left untouched
+
+
 async def test_a_bare_path_opens_sqlite(tmp_path: Path) -> None:
     async with await open_store(str(tmp_path / "bare.db")) as s:
         assert isinstance(s, SQLiteStore)

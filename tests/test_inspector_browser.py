@@ -68,7 +68,7 @@ def test_inspector_finds_opens_and_clears_a_thread(served: Served, tmp_path: Pat
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1500, "height": 950})
+            page = browser.new_page(viewport={"width": 1500, "height": 950}, accept_downloads=True)
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
             page.on(
                 "console",
@@ -87,6 +87,17 @@ def test_inspector_finds_opens_and_clears_a_thread(served: Served, tmp_path: Pat
             assert heads.count() == len(frontier)
             assert heads.first.get_attribute("data-node-id") in frontier
             assert page.locator("path.edge-version").count() >= 1  # a variable's versions
+
+            # Export downloads the stored snapshot; Verify recomputes every identity.
+            with page.expect_download() as download:
+                page.click("text=Export")
+            exported = Path(download.value.path()).read_bytes()
+            direct = httpx.get(
+                served.url + "v1/ns/default/threads/support-1/export", headers=AUTH, timeout=10
+            )
+            assert exported == direct.content
+            page.click("text=Verify")
+            page.wait_for_selector(f"text=Verified {graph['node_count']} nodes")
 
             # Open a node: its fields and payload, then the state it serves (seed 004).
             goal = page.locator("g.node[data-kind='goal']").first

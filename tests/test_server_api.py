@@ -121,7 +121,7 @@ async def test_state_describe_without_a_body_describes_the_default_namespace(
 ) -> None:
     got = ok(await client.post("/state/describe"))
     assert got["namespace"] == NS
-    assert {r["scope"] for r in got["stores"]} == {
+    assert {r["scope"] for r in got["stores"]} >= {
         "thread:billing",
         "thread:support-1",
         "thread:support-2",
@@ -164,6 +164,40 @@ async def test_state_compact(client: httpx.AsyncClient) -> None:
     report = got["stores"][0]
     assert report["metadata"]["before"] == conv["message_count"]
     assert report["metadata"]["after"] < conv["message_count"]
+
+
+async def test_state_compact_summary_asks_the_agents_model(client: httpx.AsyncClient) -> None:
+    async def summary(c: httpx.AsyncClient) -> str:
+        got = ok(
+            await c.post(
+                "/state/compact",
+                json={"thread": "support-1", "strategy": "summary", "max_messages": 6},
+            )
+        )
+        assert got["compacted"] == ["conversation"]
+        after = ok(
+            await c.get(
+                "/v1/ns/default/threads/support-1",
+                params={"include_data": "true", "stores": "conversation"},
+            )
+        )
+        first = after["stores"][1]["data"][0]
+        assert first["role"] == "system"
+        return str(first["content"])
+
+    with_model = await summary(client)
+    # The same thread on a server with no agent gets the extractive summary instead.
+    other = MemoryStore()
+    await fill(other)
+    async with client_for(create_app(other, tokens=Tokens.single(TOKEN))) as c:
+        extractive = await summary(c)
+    await other.close()
+    assert with_model != extractive
+    # The scripted model answers the summary prompt with one of its rules.
+    assert (
+        with_model
+        == "Summary of earlier conversation: Nice to meet you, Ada. I'll remember your name."
+    )
 
 
 async def test_state_export_import_round_trip(client: httpx.AsyncClient, store: Store) -> None:

@@ -44,7 +44,7 @@ schema = _schema()
 
 @schema.parametrize()
 @settings(
-    max_examples=10,
+    max_examples=5,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

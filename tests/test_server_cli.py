@@ -13,7 +13,10 @@ from click.testing import CliRunner
 from _server_helpers import TOKEN, Served, env_without_tokens, filled_sqlite, serve
 from tether.cli import main
 from tether.runtime import Agent
-from tether.server.cli import load_agent
+from tether.server.auth import hash_token
+from tether.server.cli import load_agent, server_tokens
+
+OPS = "ops-token-" + "5" * 20
 
 
 @pytest.fixture
@@ -68,6 +71,20 @@ def test_serve_refuses_a_bad_agent_and_a_bad_tokens_file(tmp_path: Path) -> None
     result = runner.invoke(main, ["serve", "--tokens", str(bad)], env=env)
     assert result.exit_code == 2 and "never in the file" in result.output
     assert "plain-secret" not in result.output
+
+
+def test_serve_takes_the_tokens_file_and_the_dev_token(tmp_path: Path) -> None:
+    f = tmp_path / "tokens.yaml"
+    f.write_text(f"tokens:\n  - {{name: ops, sha256: '{hash_token(OPS)}', namespaces: ['*']}}\n")
+    assert server_tokens(str(f), {}).names == ("ops",)
+    both = server_tokens(str(f), {"TETHER_TOKEN": TOKEN, "TETHER_TOKENS_FILE": str(f)})
+    assert both.names == ("ops", "env")
+    assert both.authenticate(OPS).name == "ops" and both.authenticate(TOKEN).name == "env"
+    # Without --tokens, $TETHER_TOKENS_FILE and $TETHER_TOKEN are read (the file once).
+    assert server_tokens(None, {"TETHER_TOKENS_FILE": str(f), "TETHER_TOKEN": TOKEN}).names == (
+        "ops",
+        "env",
+    )
 
 
 def test_load_agent() -> None:

@@ -79,7 +79,7 @@ def create_app(
     elif tokens is None:
         known = Tokens.from_env()
     else:
-        known = Tokens.from_file(tokens).merged(Tokens.from_env({}))
+        known = Tokens.from_file(tokens)
     if not len(known):
         raise AuthConfigError(
             "no tokens: set TETHER_TOKEN (one all-grants token) or pass a tokens file "

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import socket
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -47,6 +49,17 @@ def load_agent(ref: str) -> Any:
             field="agent",
         )
     return obj
+
+
+def server_tokens(tokens_file: str | None, env: Mapping[str, str]) -> Any:
+    """The tokens file (if given) plus ``$TETHER_TOKEN`` (if set), or what the environment names."""
+    from .auth import ENV_TOKEN, Tokens
+
+    if tokens_file is None:
+        return Tokens.from_env(env)
+    secret = env.get(ENV_TOKEN)
+    extra = Tokens.from_env({ENV_TOKEN: secret}) if secret else Tokens([])
+    return Tokens.from_file(tokens_file, env=env).merged(extra)
 
 
 @click.command()
@@ -94,14 +107,12 @@ def serve(
     import uvicorn
 
     from .app import create_app
-    from .auth import Tokens
 
     store_url = getattr(ctx.obj, "store_url", None) or "tether.db"
     try:
-        tokens = Tokens.from_env() if tokens_file is None else None
         app = create_app(
             store_url,
-            tokens=tokens if tokens is not None else tokens_file,
+            tokens=server_tokens(tokens_file, os.environ),
             agent=load_agent(agent_ref) if agent_ref else None,
             max_body_bytes=max_body,
             inspector=not no_inspector,

@@ -16,7 +16,7 @@ help:
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,postgres,redis,server,crypto,langgraph,openai-agents,adk,browser]'
+	$(PY) -m pip install -q -e '.[dev,dataframe,postgres,redis,server,crypto,langgraph,openai-agents,adk,browser]'
 	touch $(STAMP)
 
 run: $(STAMP)

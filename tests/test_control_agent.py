@@ -43,7 +43,8 @@ async def test_describe_reset_compact_state_on_an_agent(agent: Agent) -> None:
     assert len(view) == 10
 
     ns_report = await agent.describe_state()
-    assert {r.scope for r in ns_report.stores} == {"thread:customer-42", "user:u1"}
+    # app holds the namespace's run index (tether.control.tasks).
+    assert {r.scope for r in ns_report.stores} == {"thread:customer-42", "user:u1", "app"}
 
     reset = await agent.reset_state("customer-42")
     assert reset.cleared == ("thread:customer-42",)

@@ -2,6 +2,8 @@
 
     tether [--store URL] [--namespace NS] [--json] COMMAND [OPTIONS]
 
+    tether runs --status suspended      every run waiting for a human
+
 Every command works on a store URL (default ``./tether.db``, or ``$TETHER_STORE``)
 and a namespace (default ``default``, or ``$TETHER_NAMESPACE``). People get tables
 and progress bars; scripts pass ``--json`` and read one JSON document on stdout
@@ -268,6 +270,57 @@ def threads(ctx: click.Context, limit: int, after: str | None, all_scopes: bool)
             c.print(f"more: tether threads --after {nxt}")
 
     emit(s, {"namespace": s.namespace, "threads": rows, "next_after": nxt}, show)
+
+
+# --------------------------------------------------------------------------- runs
+
+
+@main.command()
+@click.option(
+    "--status",
+    "-s",
+    "statuses",
+    multiple=True,
+    type=click.Choice(control.RUN_STATUSES),
+    help="Only runs in this status (repeatable), e.g. --status suspended.",
+)
+@click.option("--thread", "-t", metavar="ID", help="Only the runs of this thread.")
+@click.option("--user", "-u", metavar="ID", help="Only the runs of this user.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--after", metavar="CURSOR", help="Continue a listing (its next_after).")
+@click.option("--reindex", is_flag=True, help="Rebuild the run index from the threads first.")
+@click.pass_context
+def runs(
+    ctx: click.Context,
+    statuses: tuple[str, ...],
+    thread: str | None,
+    user: str | None,
+    limit: int,
+    after: str | None,
+    reindex: bool,
+) -> None:
+    """List the namespace's runs from its run index, e.g. every run waiting for a human.
+
+    Reads the index in the app scope, not the threads (--reindex reads every thread
+    to rebuild it).
+    """
+    s = _settings(ctx)
+
+    async def go(store: Store) -> control.RunList:
+        if reindex:
+            await control.reindex(store, s.namespace)
+        return await control.runs(
+            store,
+            namespace=s.namespace,
+            status=statuses or None,
+            thread=thread,
+            user=user,
+            after=after,
+            limit=limit,
+        )
+
+    result = run(s, go)
+    emit(s, result.to_dict(), lambda c: render.runs(c, result))
 
 
 # --------------------------------------------------------------------------- describe

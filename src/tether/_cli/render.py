@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..control.tasks import RunList
 from ..control.types import ScopeCheck, StateOperationResult, StateStoreReport
 
 
@@ -39,7 +40,15 @@ def _count(r: StateStoreReport) -> str:
         return f"{r.message_count} messages"
     if r.item_count is None:
         return "-"
-    unit = {"variables": "variables", "memory": "keys", "executions": "runs", "graph": "nodes"}
+    unit = {
+        "variables": "variables",
+        "memory": "keys",
+        "tools": "keys",
+        "task": "runs",
+        "flow": "runs",
+        "executions": "runs",
+        "graph": "nodes",
+    }
     return f"{r.item_count} {unit.get(r.name, 'items')}"
 
 
@@ -62,8 +71,10 @@ def _details(r: StateStoreReport) -> str:
         return ", ".join(parts)
     if r.name == "memory":
         return ", ".join(f"{k} {v}" for k, v in m.get("types", {}).items())
-    if r.name == "executions":
+    if r.name in ("executions", "task", "flow"):
         return ", ".join(f"{k} {v}" for k, v in m.get("status", {}).items())
+    if r.name == "tools":
+        return ", ".join(f"{k} {v}" for k, v in m.get("tools", {}).items())
     if r.name == "conversation":
         notes = [f"llm {m['llm']}"] if m.get("llm") else []
         if "before" in m:
@@ -191,3 +202,26 @@ def reset(console: Console, result: StateOperationResult) -> None:
         console.print(f"nothing to clear at {m}")
     for e in result.errors:
         console.print(f"not done: {e.get('store', '')} {e['message']}")
+
+
+def runs(console: Console, result: RunList) -> None:
+    """The run index: one row per run, what a suspended one waits for."""
+    table = Table(title=f"runs of namespace {result.namespace}", title_justify="left")
+    for col in ("thread", "run", "status", "since", "started", "metadata", "waiting for"):
+        table.add_column(col)
+    for r in result.runs:
+        meta = {k: v for k, v in r.metadata.items() if v is not None}
+        table.add_row(
+            r.thread,
+            r.run,
+            r.status,
+            r.updated_at,
+            r.started_at,
+            short(meta, 40) if meta else "",
+            ", ".join(f"{p.get('name')} ({p.get('call_id')})" for p in r.pending),
+        )
+    console.print(table)
+    counts = ", ".join(f"{k} {v}" for k, v in result.counts.items())
+    console.print(f"{len(result.runs)} shown; in the index: {counts or 'no runs'}")
+    if result.next_after is not None:
+        console.print(f"more: tether runs --after '{result.next_after}'")

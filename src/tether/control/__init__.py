@@ -1,5 +1,9 @@
 """The control plane (SPEC §6): describe, reset, compact, export, import, history, fork, verify.
 
+``runs`` lists the runs of a namespace from its run index (filtered by status:
+``await control.runs(store, namespace="acme", status="suspended")``), and
+``reindex`` rebuilds that index from the threads (``tether.control.tasks``).
+
 The same operations serve Python, the ``tether`` CLI and HTTP; their typed
 request, per-store report and result objects round-trip through JSON. See
 ``tether.control.ops`` for the semantics of each operation and
@@ -8,6 +12,7 @@ request, per-store report and result objects round-trip through JSON. See
 
 from __future__ import annotations
 
+from .flow import FlowState, flow_states
 from .ops import (
     OPERATIONS,
     compact,
@@ -30,6 +35,16 @@ from .snapshot import (
     verify_scope,
     verify_snapshot,
 )
+from .tasks import (
+    RUN_STATUSES,
+    RunList,
+    RunSummary,
+    TaskState,
+    Transition,
+    reindex,
+    runs,
+    task_states,
+)
 from .types import (
     STORES,
     STRATEGIES,
@@ -43,20 +58,27 @@ from .types import (
 
 __all__ = [
     "OPERATIONS",
+    "RUN_STATUSES",
     "STORES",
     "STRATEGIES",
+    "FlowState",
     "Operation",
+    "RunList",
+    "RunSummary",
     "ScopeCheck",
     "StateOperationRequest",
     "StateOperationResult",
     "StateStoreReport",
     "Strategy",
+    "TaskState",
+    "Transition",
     "compact",
     "describe",
     "execute",
     "export",
     "export_chunks",
     "export_snapshot",
+    "flow_states",
     "fork",
     "fork_thread",
     "history",
@@ -64,11 +86,24 @@ __all__ = [
     "import_",
     "import_snapshot",
     "load_snapshot",
+    "reindex",
     "reset",
+    "runs",
+    "task_states",
     "verify",
     "verify_scope",
     "verify_snapshot",
 ]
 
-for _name in ("ScopeCheck", "StateOperationRequest", "StateOperationResult", "StateStoreReport"):
+for _name in (
+    "FlowState",
+    "RunList",
+    "RunSummary",
+    "ScopeCheck",
+    "StateOperationRequest",
+    "StateOperationResult",
+    "StateStoreReport",
+    "TaskState",
+    "Transition",
+):
     globals()[_name].__module__ = "tether.control"

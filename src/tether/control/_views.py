@@ -1,6 +1,7 @@
 """Per-store reports and the projection reads the control plane needs.
 
-The projections themselves (conversation, variables, memory, executions) are
+The projections themselves (conversation, tools, task, flow, variables, memory,
+executions) are
 defined by docs/graph-encoding.md; where ``tether.memory`` provides one it is
 used, so the control plane reports exactly what an agent would see.
 """
@@ -18,7 +19,40 @@ from ..store._base import Store
 from .types import StateOperationRequest, StateStoreReport
 
 SUMMARY: Final = "summary"
+TOOL_STATE: Final = "tool_state"
+TOOL_STATE_PREFIX: Final = "semantic:tool_state:"
 UNFINISHED: Final = frozenset({"running", "suspended"})
+THREAD_ONLY: Final = frozenset({"conversation", "flow", "executions"})
+
+
+def is_memory(node: CausalNode) -> bool:
+    """A live semantic memory of the ``memory`` store (summaries and tool state are not)."""
+    p = node.payload
+    return (
+        isinstance(p, dict)
+        and p.get("type") not in (SUMMARY, TOOL_STATE)
+        and p.get("content") is not None
+    )
+
+
+async def tool_state(store: Store, namespace: str, scope: str) -> dict[str, dict[str, Any]]:
+    """Live tool state of a scope: ``{tool: {key: value}}`` (one indexed read)."""
+    heads = await store.resource_heads(namespace, scope, TOOL_STATE_PREFIX)
+    out: dict[str, dict[str, Any]] = {}
+    for node in heads.values():
+        p = node.payload
+        if not isinstance(p, dict) or p.get("content") is None:
+            continue
+        tool, _, key = str(p.get("key")).partition("/")
+        out.setdefault(tool, {})[key] = p["content"]
+    return {t: dict(sorted(v.items())) for t, v in sorted(out.items())}
+
+
+async def thread_nodes(store: Store, namespace: str, scope: str) -> list[CausalNode]:
+    from ..memory._reads import read_nodes
+
+    head = await store.head(namespace, scope)
+    return await read_nodes(store, namespace, scope, after=0, before=head.sequence + 1)
 
 
 def is_deleted_variable(node: CausalNode) -> bool:
@@ -77,7 +111,7 @@ async def report(
         live = {
             f"{n.payload['type']}:{n.payload['key']}": n.payload["content"]
             for n in heads.values()
-            if n.payload.get("type") != SUMMARY and n.payload.get("content") is not None
+            if is_memory(n)
         }
         by_type: dict[str, int] = {}
         for k in live:
@@ -92,13 +126,68 @@ async def report(
             data=live if req.include_data else None,
             metadata={"types": by_type},
         )
-    if not scope.startswith("thread:"):
+    if name == "tools":
+        state = await tool_state(store, ns, scope)
         return StateStoreReport(
-            name=name, scope=scope, enabled=False, metadata={"reason": f"{name} lives in threads"}
+            name=name,
+            scope=scope,
+            exists=bool(state),
+            item_count=sum(len(v) for v in state.values()),
+            size_bytes=_bytes(state),
+            data=state if req.include_data else None,
+            metadata={"tools": {t: len(v) for t, v in state.items()}},
+        )
+    if name == "task" and scope == "app":
+        from .tasks import list_index
+
+        index = await list_index(store, ns)
+        by_status: dict[str, int] = {}
+        for entry in index:
+            by_status[entry.status] = by_status.get(entry.status, 0) + 1
+        return StateStoreReport(
+            name=name,
+            scope=scope,
+            exists=bool(index),
+            item_count=len(index),
+            data=[e.to_dict() for e in index] if req.include_data else None,
+            metadata={"status": by_status, "index": True},
+        )
+    if not scope.startswith("thread:"):
+        where = "threads (and the run index in app)" if name == "task" else "threads"
+        return StateStoreReport(
+            name=name, scope=scope, enabled=False, metadata={"reason": f"{name} lives in {where}"}
+        )
+    if name in ("task", "flow"):
+        nodes = await thread_nodes(store, ns, scope) if kinds.get("goal") else []
+        items: list[dict[str, Any]]
+        if name == "task":
+            from .tasks import task_states
+
+            items = [t.to_dict() for t in await task_states(store, ns, scope[7:], nodes=nodes)]
+        else:
+            from .flow import flow_states
+
+            var_heads = {
+                k: n
+                for k, n in (await store.resource_heads(ns, scope, "run:")).items()
+                if ":var:" in k
+            }
+            items = [f.to_dict() for f in flow_states(nodes, var_heads)]
+        counts: dict[str, int] = {}
+        for it in items:
+            counts[it["status"]] = counts.get(it["status"], 0) + 1
+        return StateStoreReport(
+            name=name,
+            scope=scope,
+            exists=bool(items),
+            item_count=len(items),
+            size_bytes=_bytes(items),
+            data=items if req.include_data else None,
+            metadata={"status": counts},
         )
     if name == "executions":
         runs = await run_status(store, ns, scope) if kinds.get("goal") else {}
-        counts: dict[str, int] = {}
+        counts = {}
         for r in runs.values():
             counts[r["status"]] = counts.get(r["status"], 0) + 1
         return StateStoreReport(
@@ -200,4 +289,13 @@ async def compact(
     )
 
 
-__all__ = ["compact", "conversation", "cut_conversation", "report", "run_status"]
+__all__ = [
+    "compact",
+    "conversation",
+    "cut_conversation",
+    "is_memory",
+    "report",
+    "run_status",
+    "thread_nodes",
+    "tool_state",
+]

@@ -14,9 +14,12 @@ anything is written; problems with the state raise the matching ``TetherError``
 not stop the operation are reported in ``result.errors``.
 
 Stores (projections of a scope's graph): ``conversation`` (thread messages),
+``tools`` (tools' own state: ``semantic`` nodes of type ``tool_state``), ``task``
+(each run's metadata and status history; in ``app``, the namespace's run index),
+``flow`` (each run's progress through the spec and its run variables),
 ``variables`` (``resource`` nodes ``var:<name>``, and ``run:<run>:var:<name>`` in
-a thread), ``memory`` (``semantic`` nodes, compaction summaries excepted) and
-``executions`` (runs: goal nodes and how they ended).
+a thread), ``memory`` (``semantic`` nodes, compaction summaries and tool state
+excepted) and ``executions`` (seed 000's executor view of the runs).
 
 Resets are exact, because every scope is its own graph and every projection is
 a set of keys in it:
@@ -24,10 +27,13 @@ a set of keys in it:
 * a scope (``thread``/``user``/``app`` with no ``stores``): the scope's nodes are
   deleted and its generation bumped, so a late writer fails instead of
   resurrecting it;
-* some ``stores`` of a scope: ``variables`` get delete tombstones, ``memory``
-  keys null successors, unfinished ``executions`` a ``reset`` error, and the
-  ``conversation`` a cut (a summary node with no text that the conversation view
-  starts after); all in one commit, history kept;
+* some ``stores`` of a scope: ``variables`` get delete tombstones, ``memory`` and
+  ``tools`` keys null successors, unfinished runs (``task``, ``executions``) a
+  ``reset`` error, ``flow`` both (its run variables deleted, its unfinished runs
+  ended, so the next step starts the spec afresh), the app's ``task`` (the run
+  index) a tombstone per entry, and the ``conversation`` a cut (a summary node
+  with no text that the conversation view starts after); all in one commit,
+  history kept;
 * a ``variable``: one delete tombstone (a ``resource`` node ``{"deleted": true}``);
 * a ``run``: the graph is append-only, so a run's nodes are not deleted; a
   ``protocol_error`` node with code ``reset`` ends the run, and like any failed
@@ -45,11 +51,12 @@ from typing import Any, Final
 
 import orjson
 
+from .. import scopes as scope_names
 from .._errors import InvalidRequest
 from .._graph import CausalNode
 from .._txn import Transaction, transact
 from ..store._base import Store
-from . import _views
+from . import _views, tasks
 from .snapshot import (
     export_snapshot,
     fork_thread,
@@ -219,6 +226,9 @@ async def reset(
     if not req.stores:
         head = await store.head(ns, scope)
         await store.reset_scope(ns, scope)
+        if req.thread is not None:
+            # Its runs leave the run index too (a second commit: the reset is not one).
+            await tasks.unindex_thread(store, ns, req.thread)
         had = head.sequence > 0
         return dataclasses.replace(
             result,
@@ -263,7 +273,11 @@ async def _tombstone_variables(txn: Transaction, scope: str, keys: list[str]) ->
     return cleared
 
 
-async def _end_runs(txn: Transaction, store: Store, scope: str, runs: list[str]) -> list[str]:
+async def _end_runs(
+    txn: Transaction, store: Store, scope: str, runs: list[str], done: set[str] | None = None
+) -> list[str]:
+    """End ``runs`` with a reset error; ``done`` (runs this transaction already ended)
+    keeps two stores of one reset (task and flow) from ending a run twice."""
     await txn.head(scope)  # pin the head first: a run that moves meanwhile conflicts
     status = await _views.run_status(store, txn.namespace, scope)
     ended = []
@@ -271,6 +285,11 @@ async def _end_runs(txn: Transaction, store: Store, scope: str, runs: list[str])
         st = status.get(run)
         if st is None or st.get("reset"):
             continue
+        if done is not None:
+            if run in done:
+                ended.append(run)
+                continue
+            done.add(run)
         await txn.append(
             scope,
             "protocol_error",
@@ -280,6 +299,16 @@ async def _end_runs(txn: Transaction, store: Store, scope: str, runs: list[str])
             },
         )
         ended.append(run)
+        # The run index learns it in the same commit (a run never indexed is left to reindex).
+        key = tasks.index_key(scope.split(":", 1)[1], run)
+        entry = await txn.resource_head(scope_names.APP, key)
+        if entry is not None and isinstance(entry.payload, dict) and "status" in entry.payload:
+            await txn.append(
+                scope_names.APP,
+                "resource",
+                {**entry.payload, "status": "failed", "pending": []},
+                resource_key=key,
+            )
     return ended
 
 
@@ -290,6 +319,7 @@ async def _reset_stores(
     ns = txn.namespace
     out: list[StateStoreReport] = []
     is_thread = scope.startswith("thread:")
+    ended_here: set[str] = set()
     for name in req.stores:
         if name == "variables":
             heads = await store.resource_heads(ns, scope, "var:")
@@ -308,12 +338,15 @@ async def _reset_stores(
                     metadata={"keys": cleared},
                 )
             )
-        elif name == "memory":
-            heads = await store.resource_heads(ns, scope, "semantic:")
+        elif name in ("memory", "tools"):
+            prefix = "semantic:" if name == "memory" else _views.TOOL_STATE_PREFIX
+            heads = await store.resource_heads(ns, scope, prefix)
             cleared = []
             for key, node in heads.items():
                 p = node.payload
-                if p.get("type") == _views.SUMMARY or p.get("content") is None:
+                if name == "memory" and not _views.is_memory(node):
+                    continue
+                if p.get("content") is None:
                     continue
                 await txn.append(
                     scope, "semantic", {"type": p["type"], "key": p["key"], "content": None}
@@ -329,6 +362,29 @@ async def _reset_stores(
                     metadata={"keys": cleared},
                 )
             )
+        elif name == "task" and scope == scope_names.APP:
+            index = await store.resource_heads(ns, scope, tasks.INDEX_PREFIX)
+            cleared = []
+            for key, node in index.items():
+                p = node.payload
+                if isinstance(p, dict) and not p.get("deleted"):
+                    await txn.append(
+                        scope,
+                        "resource",
+                        {"thread": p.get("thread"), "run": p.get("run"), "deleted": True},
+                        resource_key=key,
+                    )
+                    cleared.append(key)
+            out.append(
+                StateStoreReport(
+                    name=name,
+                    scope=scope,
+                    exists=bool(cleared),
+                    cleared=bool(cleared),
+                    item_count=len(cleared),
+                    metadata={"index": True, "entries": len(cleared)},
+                )
+            )
         elif not is_thread:
             out.append(
                 StateStoreReport(
@@ -338,10 +394,27 @@ async def _reset_stores(
                     error=f"{name} lives in threads; {scope} has none",
                 )
             )
-        elif name == "executions":
+        elif name == "flow":
+            runs_heads = await store.resource_heads(ns, scope, "run:")
+            keys = [k for k in runs_heads if ":var:" in k]
+            deleted = await _tombstone_variables(txn, scope, keys)
+            status = await _views.run_status(store, ns, scope)
+            open_runs = [r for r, st in status.items() if st["status"] in _views.UNFINISHED]
+            ended = await _end_runs(txn, store, scope, open_runs, ended_here)
+            out.append(
+                StateStoreReport(
+                    name=name,
+                    scope=scope,
+                    exists=bool(deleted or ended),
+                    cleared=bool(deleted or ended),
+                    item_count=len(deleted) + len(ended),
+                    metadata={"runs": ended, "variables": deleted},
+                )
+            )
+        elif name in ("executions", "task"):
             status = await _views.run_status(store, ns, scope)
             open_runs = [r for r, s in status.items() if s["status"] in _views.UNFINISHED]
-            ended = await _end_runs(txn, store, scope, open_runs)
+            ended = await _end_runs(txn, store, scope, open_runs, ended_here)
             out.append(
                 StateStoreReport(
                     name=name,
@@ -385,14 +458,30 @@ async def compact(
     """
     req = _request(request, fields)
     scope = _need_thread(req, "compact")
-    report = await _views.compact(store, req, scope, model)
+    reports = []
+    for name in req.stores or ("conversation",):
+        if name == "conversation":
+            reports.append(await _views.compact(store, req, scope, model))
+        else:
+            # The other stores hold current values, not a growing history to fold: their
+            # older versions stay in the graph until an explicit prune.
+            reports.append(
+                StateStoreReport(
+                    name=name,
+                    scope=scope,
+                    metadata={
+                        "reason": f"{name} holds current values only; only the conversation "
+                        "is compacted"
+                    },
+                )
+            )
     return StateOperationResult(
         operation="compact",
         namespace=req.namespace,
         scope=scope,
-        stores=(report,),
-        compacted=("conversation",) if report.compacted else (),
-        missing=() if report.exists else ("conversation",),
+        stores=tuple(reports),
+        compacted=tuple(r.name for r in reports if r.compacted),
+        missing=tuple(r.name for r in reports if r.name == "conversation" and not r.exists),
         metadata=dict(req.metadata),
     )
 
@@ -429,6 +518,8 @@ async def import_(
     if req.snapshot is None:
         raise InvalidRequest("import needs the snapshot to write", field="snapshot")
     state = await import_snapshot(store, req.namespace, scope, req.snapshot, replace=req.replace)
+    if scope.startswith("thread:"):
+        await tasks.index_thread(store, req.namespace, scope[7:])
     return StateOperationResult(
         operation="import",
         namespace=req.namespace,
@@ -486,6 +577,7 @@ async def fork(
     new = req.new_thread or f"{req.thread or 'fork'}-{uuid.uuid4().hex[:8]}"
     target = "thread:" + new
     nodes = await fork_thread(store, req.namespace, source, req.node, target)
+    await tasks.index_thread(store, req.namespace, new)
     return StateOperationResult(
         operation="fork",
         namespace=req.namespace,

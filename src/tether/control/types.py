@@ -32,7 +32,11 @@ from ..store._base import check_name
 
 Operation = Literal["describe", "reset", "compact", "export", "import", "history", "fork", "verify"]
 Strategy = Literal["recent", "tokens", "summary"]
-StoreName = Literal["conversation", "variables", "memory", "executions"]
+# The stores (projections) of a scope, seed 002's names plus tether's own: the
+# conversation, tools (tool state), task (runs' metadata and status history; in app,
+# the run index), flow (spec progress and run variables), variables, memory, and
+# executions (seed 000's executor views of the runs).
+StoreName = Literal["conversation", "tools", "task", "flow", "variables", "memory", "executions"]
 
 OPERATIONS: Final[tuple[str, ...]] = get_args(Operation)
 STRATEGIES: Final[tuple[str, ...]] = get_args(Strategy)

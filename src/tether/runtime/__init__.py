@@ -19,10 +19,12 @@ from ._errors import (
     ToolDefinitionError,
 )
 from .agent import Agent
+from .credentials import CredentialError, CredentialProvider
 from .memory_tools import MemoryTools
 from .results import PendingApproval, RunError, RunStatus, StepResult
-from .spec import Edge, LLMNode, Spec, ToolNode, VarNode, VarSetNode
+from .spec import Edge, LLMNode, LoopNode, Spec, ToolNode, VarNode, VarSetNode
 from .templates import Condition, Template
+from .tool_state import SyncToolState, ToolState
 from .tools import Tool, tool
 
 __all__ = [
@@ -31,8 +33,11 @@ __all__ = [
     "ApprovalError",
     "Condition",
     "ConditionError",
+    "CredentialError",
+    "CredentialProvider",
     "Edge",
     "LLMNode",
+    "LoopNode",
     "MemoryTools",
     "PendingApproval",
     "RunError",
@@ -42,11 +47,13 @@ __all__ = [
     "SpecError",
     "StepLimitError",
     "StepResult",
+    "SyncToolState",
     "Template",
     "TemplateError",
     "Tool",
     "ToolDefinitionError",
     "ToolNode",
+    "ToolState",
     "VarNode",
     "VarSetNode",
     "tool",

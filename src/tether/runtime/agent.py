@@ -23,18 +23,23 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
-from .._errors import InvalidRequest
+from .. import scopes
+from .._errors import InvalidRequest, NotFound
 from .._vocab import NodeType, Vocabulary
+from ..control.tasks import RunList, TaskState, task_states
+from ..control.tasks import runs as control_runs
 from ..control.types import StateOperationResult
 from ..models._config import model_from_config
 from ..models._types import Model
 from ..store import Store, open_store
 from ..store._base import check_name
 from ._errors import AgentError, SpecError
+from .credentials import CredentialProvider
 from .executor import Executor
 from .memory_tools import MemoryTools, memory_tools
 from .results import PendingApproval, StepResult
 from .spec import Spec, ToolNode, check_tools
+from .tool_state import ToolState
 from .tools import Tool, as_tool, resolve_tools
 
 __all__ = ["Agent"]
@@ -55,7 +60,9 @@ class Agent:
     ``allow_dynamic_node_types`` set which semantic memory types the model may write;
     ``agent_memory`` gives the model its own key-value memories as tools (``MemoryTools``).
     ``max_steps`` bounds the node executions of one run and ``max_tool_rounds`` the
-    model calls of one LLM node visit.
+    model calls of one LLM node visit. ``credentials``: a ``CredentialProvider``
+    asked first for the credentials tools declare (``context["credentials"]`` is
+    the fallback); they are never persisted.
     """
 
     def __init__(
@@ -72,7 +79,14 @@ class Agent:
         agent_memory: MemoryTools | Sequence[MemoryTools] | None = None,
         max_steps: int = 50,
         max_tool_rounds: int = 20,
+        credentials: CredentialProvider | None = None,
     ) -> None:
+        if credentials is not None and not isinstance(credentials, CredentialProvider):
+            raise InvalidRequest(
+                "credentials is a CredentialProvider: an object with "
+                f"`async resolve(name, context) -> str | None`, got {credentials!r}"
+            )
+        self.credentials = credentials
         if spec is None:
             spec = Spec.single()
         elif isinstance(spec, str | Path):
@@ -164,6 +178,7 @@ class Agent:
             vocabulary=self.vocabulary,
             max_steps=self.max_steps,
             max_tool_rounds=self.max_tool_rounds,
+            credentials=self.credentials,
         )
 
     async def _with(self, fn: Callable[[Executor], Awaitable[T]]) -> T:
@@ -302,6 +317,64 @@ class Agent:
             return [] if view is None else [c.approval() for c in view.pending()]
 
         return await self._with(go)
+
+    # -- task and tool state
+
+    async def runs(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        thread: str | None = None,
+        user: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> RunList:
+        """Runs of this agent's namespace from the run index (``tether.control.runs``):
+        e.g. ``await agent.runs(status="suspended")`` for every run waiting for a human."""
+        return await control_runs(
+            await self._get_store(),
+            namespace=self.namespace,
+            status=status,
+            thread=thread,
+            user=user,
+            after=after,
+            limit=limit,
+        )
+
+    async def task(self, thread: str, run: str | None = None) -> TaskState:
+        """One run's metadata and status history (the thread's latest run by default)."""
+        states = await task_states(await self._get_store(), self.namespace, thread)
+        if not states:
+            raise NotFound(f"thread {thread!r} has no runs", thread=thread)
+        if run is None:
+            return states[-1]
+        for t in states:
+            if t.run == run:
+                return t
+        raise NotFound(f"thread {thread!r} has no run {run!r}", thread=thread, run=run)
+
+    async def tool_state(
+        self, tool: str, *, thread: str | None = None, user: str | None = None
+    ) -> ToolState:
+        """A handle on ``tool``'s state in its scope (the thread's, the user's or the app's),
+        to read it, or to change it and ``await handle.commit()``."""
+        t = self.tools.get(tool)
+        if t is None or not t.stateful:
+            raise InvalidRequest(
+                f"{tool!r} is not a tool of this agent that keeps state "
+                f"(stateful: {', '.join(n for n, x in self.tools.items() if x.stateful) or 'none'})"
+            )
+        if t.state_scope == "app":
+            scope = scopes.APP
+        elif t.state_scope == "user":
+            if user is None:
+                raise InvalidRequest(f"tool {tool!r} keeps its state per user: give user=")
+            scope = scopes.user(user)
+        else:
+            if thread is None:
+                raise InvalidRequest(f"tool {tool!r} keeps its state per thread: give thread=")
+            scope = scopes.thread(thread)
+        return ToolState(await self._get_store(), self.namespace, scope=scope, tool=tool)
 
     # -- control plane (SPEC §6): the operations of tether.control on this agent's state
 

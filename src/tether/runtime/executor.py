@@ -10,8 +10,17 @@ transaction computed against the head it read:
     tool_result                one per call, committed as each call completes, so
                                parallel calls that finish survive a crash of the others
     verification (+ result)    an approval decision
-    resource (step record)     a var / var_set node ran (with the variable it wrote)
+    resource (step record)     a var / var_set node ran (with the variable it wrote),
+                               or a loop iteration starts / the loop ends
     answer | protocol_error    the run completed or failed
+
+A commit that changes the run's status (or what it waits for) also appends the
+run's entry of the namespace's run index (``tether.control.tasks``, app scope),
+so the index and the thread agree at every commit boundary. A tool's own state
+(``tool_state``) is committed with its result, and the credentials a call
+resolves from ``context["credentials"]`` or the agent's ``CredentialProvider``
+reach only that tool: they are taken out of the context everything else sees and
+scrubbed from whatever the call writes or logs.
 
 A tool call node is committed before the tool runs; its id is the idempotency key
 the tool receives, so a call that was running when the process died is re-issued
@@ -42,12 +51,20 @@ from .._errors import Conflict, InvalidNode, NotFound, TetherError
 from .._graph import CausalNode
 from .._txn import Transaction
 from .._vocab import Vocabulary
+from ..control.tasks import run_entry, stage_entry
 from ..memory import Variables, load_conversation
 from ..models._errors import ModelError
 from ..models._types import Model, ModelRequest, ModelResponse
 from ..store._base import Head, Store
 from . import _memory_api
 from ._errors import AgentError, ApprovalError, RunSuspendedError, SpecError
+from .credentials import (
+    CredentialError,
+    CredentialProvider,
+    redact,
+    resolve_credentials,
+    split_context,
+)
 from .memory_tools import MemoryTools
 from .plan import (
     Call,
@@ -63,14 +80,19 @@ from .plan import (
     step_key,
 )
 from .results import StepResult
-from .spec import LLMNode, Spec, ToolNode, VarNode, VarSetNode
-from .templates import Template
+from .spec import LLMNode, LoopNode, Spec, ToolNode, VarNode, VarSetNode
+from .templates import Condition, Template
+from .tool_state import ToolState, state_lock
 from .tools import Tool, ToolArgumentsError, jsonable
 
 log = logging.getLogger("tether.runtime")
 
 _PAGE: Final = 500
 _ATTEMPTS: Final = 50
+# Node kinds that can change a run's status (or what it waits for).
+_STATUS_KINDS: Final = frozenset(
+    {"tool_call", "tool_result", "verification", "answer", "protocol_error"}
+)
 
 
 @dataclass(kw_only=True)
@@ -79,7 +101,8 @@ class _Run:
 
     thread: str
     scope: str
-    context: dict[str, Any]
+    context: dict[str, Any]  # without its "credentials": what templates, model and tools see
+    credentials: dict[str, Any]  # context["credentials"]: only for tools that declare them
     view: RunView
     generation: int
     seq: int  # the thread head sequence the view reflects
@@ -111,8 +134,10 @@ class Executor:
         vocabulary: Vocabulary,
         max_steps: int,
         max_tool_rounds: int,
+        credentials: CredentialProvider | None = None,
     ) -> None:
         self.spec = spec
+        self.credential_provider = credentials
         self.store = store
         self.namespace = namespace
         self.model = model
@@ -137,6 +162,7 @@ class Executor:
         scope = scopes.thread(thread)
         if user is not None:
             scopes.user(user)
+        split_context(context)  # a malformed context["credentials"] fails before any write
         payload_input = jsonable(input)
         meta = {**jsonable(dict(metadata or {})), "user": user}
         for _ in range(_ATTEMPTS):
@@ -170,9 +196,12 @@ class Executor:
                 "goal",
                 {"run": run_id, "input": payload_input, "llm": goal_llm, "metadata": meta},
             )
+            await stage_entry(txn, thread, RunView(goal=goal))
             try:
                 await txn.commit()
             except Conflict:
+                # The app scope (the run index) is shared by every thread: back off a little.
+                await asyncio.sleep(random.uniform(0, 0.002))
                 continue
             after = Head(generation=head.generation, sequence=goal.sequence, frontier=(goal.id,))
             return await self._drive(self._ctx(thread, scope, after, RunView(goal=goal), context))
@@ -260,10 +289,12 @@ class Executor:
     def _ctx(
         self, thread: str, scope: str, head: Head, view: RunView, context: dict[str, Any]
     ) -> _Run:
+        public, supplied = split_context(context)
         return _Run(
             thread=thread,
             scope=scope,
-            context=context,
+            context=public,
+            credentials=supplied,
             view=view,
             generation=head.generation,
             seq=head.sequence,
@@ -348,6 +379,7 @@ class Executor:
                     return False
                 if not await build(txn):
                     return False
+                await self._index(txn, rc)
                 try:
                     written = await txn.commit()
                 except Conflict:
@@ -359,6 +391,19 @@ class Executor:
                 rc.seq = head.sequence + len(mine)
                 return True
         raise Conflict(f"thread {rc.thread!r} kept moving; the step was not written, retry")
+
+    async def _index(self, txn: Transaction, rc: _Run) -> None:
+        """Add the run's index entry to ``txn`` when its nodes change the run's status."""
+        new = [
+            n
+            for n in txn.pending(rc.scope)
+            if isinstance(n.payload, dict) and n.payload.get("run") == rc.run_id
+        ]
+        if not any(n.kind in _STATUS_KINDS for n in new):
+            return
+        after = RunView.derive(rc.view.goal, [*rc.view.nodes, *new])
+        if run_entry(rc.thread, after) != run_entry(rc.thread, rc.view):
+            await stage_entry(txn, rc.thread, after)
 
     # -- driving -------------------------------------------------------------------
 
@@ -430,7 +475,13 @@ class Executor:
         return node
 
     async def _template_scope(
-        self, rc: _Run, *, input: Any = None, output: Any = None
+        self,
+        rc: _Run,
+        *,
+        input: Any = None,
+        output: Any = None,
+        node: str | None = None,
+        loop_index: int | None = None,
     ) -> dict[str, Any]:
         variables: dict[str, Any] = {}
         if self.spec.var_decls:
@@ -443,7 +494,7 @@ class Executor:
                 for d in self.spec.var_decls:
                     if d.scope != "user":
                         variables[d.name] = await v.get(d.name)
-        return {
+        scope: dict[str, Any] = {
             "input": input,
             "output": output,
             "variables": variables,
@@ -452,6 +503,23 @@ class Executor:
             "run": rc.run_id,
             "thread": rc.thread,
         }
+        # Inside a loop body (and in a loop's own condition) templates see the
+        # iteration: ``loop_index`` (seed 004 also offers it as variables.loop_index)
+        # and, for nested loops, ``loops.<name>.index``.
+        if node is not None:
+            around = self.spec.loops_around(node)
+            loops = {
+                name: {"index": i} for name in around if (i := rc.view.loop_index(name)) is not None
+            }
+            if loop_index is None and around and around[0] in loops:
+                loop_index = loops[around[0]]["index"]
+            if loops:
+                scope["loops"] = loops
+        if loop_index is not None:
+            scope["loop_index"] = loop_index
+            if "loop_index" not in variables:
+                scope["variables"] = {**variables, "loop_index": loop_index}
+        return scope
 
     def _variables(self, rc: _Run) -> Variables:
         if rc.variables is None:
@@ -476,14 +544,30 @@ class Executor:
                 f"the run executed node {visit.node!r}, which this spec lacks; "
                 "resume it with the spec that started it"
             )
+        if visit.kind == "loop" and not visit.done:
+            # An iteration was committed: its body runs, fed the iteration's input.
+            loop = self.spec.node(visit.node)
+            assert isinstance(loop, LoopNode)
+            await self._enter(rc, loop.body, visit.output, basis, False)
+            return
         edges = self.spec.outgoing(visit.node)
         target = None
         if edges:
-            scope = await self._template_scope(rc, input=_fed(rc.view, visit), output=visit.output)
+            scope = await self._template_scope(
+                rc, input=_fed(rc.view, visit), output=visit.output, node=visit.node
+            )
             for edge, cond in edges:
                 if cond is None or cond.test(scope):
                     target = edge.dst
                     break
+        # A finished loop routes by its own edges like any node; inside an outer loop's
+        # body, a node with nowhere to go ends that loop's iteration.
+        owner = self.spec.loop_of(visit.node)
+        if owner is not None and (target is None or target == owner):
+            # The body path ended: the loop decides on the next iteration.
+            current = rc.view.loop_index(owner)
+            await self._loop_step(rc, owner, (current or 0) + 1, visit.output, basis)
+            return
         if target is None:
             output = jsonable(visit.output)
 
@@ -495,15 +579,48 @@ class Executor:
             return
         await self._enter(rc, target, visit.output, basis, False)
 
+    async def _loop_step(self, rc: _Run, name: str, iteration: int, feed: Any, basis: int) -> None:
+        """Commit iteration ``iteration`` of loop ``name`` (before its body runs), or its end."""
+        loop = self.spec.node(name)
+        assert isinstance(loop, LoopNode)
+        go = iteration < loop.max_iterations
+        if go:
+            cond = self.spec.template(name, "condition")
+            assert isinstance(cond, Condition)
+            scope = await self._template_scope(
+                rc, input=feed, output=feed, node=name, loop_index=iteration
+            )
+            go = cond.test(scope)
+        value = jsonable(feed)
+
+        async def build(txn: Transaction) -> bool:
+            await txn.append(
+                rc.scope,
+                "resource",
+                {
+                    "run": rc.run_id,
+                    "node": name,
+                    "loop": {"iteration": iteration, "done": not go},
+                    "output": value,
+                },
+                resource_key=step_key(rc.run_id, name),
+            )
+            return True
+
+        await self._commit(rc, build, expect=basis)
+
     async def _enter(self, rc: _Run, name: str, feed: Any, basis: int, first: bool) -> None:
         node = self.spec.node(name)
         visits = len(rc.view.visits)
+        if isinstance(node, LoopNode):
+            await self._loop_step(rc, name, 0, feed, basis)
+            return
         if isinstance(node, LLMNode):
             text: str | None = None
             if not first:
                 tmpl = self.spec.template(name, "input")
                 if tmpl is not None:
-                    text = tmpl.render(await self._template_scope(rc, input=feed))
+                    text = tmpl.render(await self._template_scope(rc, input=feed, node=name))
                 else:
                     text = _text(feed)
             await self._infer(rc, node, text, feed if text is None else text, basis)
@@ -512,7 +629,7 @@ class Executor:
             tool = self.tools[node.tool_name]
             tree = self.spec.template(name, "arguments")
             if tree is not None:
-                args = _render_tree(tree, await self._template_scope(rc, input=feed))
+                args = _render_tree(tree, await self._template_scope(rc, input=feed, node=name))
             else:
                 args = feed
             if not isinstance(args, Mapping):
@@ -551,7 +668,7 @@ class Executor:
         assert isinstance(node, VarSetNode)
         tmpl = self.spec.template(name, "value")
         assert isinstance(tmpl, Template)
-        value = jsonable(tmpl.value(await self._template_scope(rc, input=feed)))
+        value = jsonable(tmpl.value(await self._template_scope(rc, input=feed, node=name)))
         variables = self._variables(rc)
 
         async def build_set(txn: Transaction) -> bool:
@@ -567,7 +684,7 @@ class Executor:
         self, rc: _Run, node: LLMNode, input_text: str | None, visit_input: Any, basis: int
     ) -> None:
         model = self.models.get(node.model, self.model) if node.model else self.model
-        scope = await self._template_scope(rc, input=visit_input)
+        scope = await self._template_scope(rc, input=visit_input, node=node.name)
         messages: list[dict[str, Any]] = []
         tmpl = self.spec.template(node.name, "system")
         if tmpl is not None:
@@ -678,27 +795,95 @@ class Executor:
             problem = await self._run_memory_call(rc, call)
             if problem is None:
                 return
-            content, is_error = problem, True
-        elif call.decision == "rejected":
-            content, is_error = "A human rejected this call.", True
-        else:
-            tool = self.tools.get(call.name)
-            if tool is None:
-                content = (
-                    f"Unknown tool {call.name!r}; available: {', '.join(self.tools) or 'none'}."
+            await self._commit_result(rc, call, problem, True)
+            return
+        if call.decision == "rejected":
+            await self._commit_result(rc, call, "A human rejected this call.", True)
+            return
+        tool = self.tools.get(call.name)
+        if tool is None:
+            content = f"Unknown tool {call.name!r}; available: {', '.join(self.tools) or 'none'}."
+            await self._commit_result(rc, call, content, True)
+            return
+        state: ToolState | None = None
+        if tool.stateful:
+            where = self._state_scope(tool, rc)
+            if where.startswith("!"):
+                await self._commit_result(rc, call, where[1:], True)
+                return
+            state = ToolState(self.store, self.namespace, scope=where, tool=tool.name)
+            # One call at a time per tool and state: parallel calls never lose an update.
+            async with state_lock(self.store, self.namespace, where, tool.name):
+                await self._invoke(rc, call, tool, state)
+            return
+        await self._invoke(rc, call, tool, None)
+
+    def _state_scope(self, tool: Tool, rc: _Run) -> str:
+        """The scope holding ``tool``'s state for this run, or ``"!<why not>"``."""
+        if tool.state_scope == "user":
+            if rc.user is None:
+                return (
+                    f"!tool {tool.name!r} keeps its state per user, and this conversation has "
+                    "no user; pass user= to agent.step"
                 )
-                is_error = True
-            else:
-                try:
-                    content = await tool.invoke(
-                        call.arguments, idempotency_key=call.node.id, context=rc.context
-                    )
-                    is_error = False
-                except ToolArgumentsError as e:
-                    content, is_error = f"Invalid arguments for {call.name}: {e}", True
-                except Exception as e:  # the model sees the failure and can react to it
-                    log.info("tool %s failed in run %s: %r", call.name, rc.run_id, e)
-                    content, is_error = f"{type(e).__name__}: {e}", True
+            return scopes.user(rc.user)
+        if tool.state_scope == "app":
+            return scopes.APP
+        return rc.scope
+
+    def _credential_names(self, tool: Tool, call: Call) -> tuple[str, ...]:
+        names = list(tool.credentials)
+        node_name = call.node.payload.get("node")
+        if isinstance(node_name, str) and node_name in self.spec:
+            node = self.spec.node(node_name)
+            if isinstance(node, ToolNode):
+                names += [n for n in node.credentials or () if n not in names]
+        return tuple(names)
+
+    async def _invoke(self, rc: _Run, call: Call, tool: Tool, state: ToolState | None) -> None:
+        """Run one tool call and commit its result (with its state writes) in one commit."""
+        secrets: list[str] = []
+        try:
+            creds = await resolve_credentials(
+                self._credential_names(tool, call),
+                provider=self.credential_provider,
+                supplied=rc.credentials,
+                context=rc.context,
+            )
+            secrets = list(creds.values())
+            content = await tool.invoke(
+                call.arguments,
+                idempotency_key=call.node.id,
+                context=rc.context,
+                state=state,
+                credentials=creds,
+            )
+            is_error = False
+        except CredentialError as e:
+            content, is_error = e.message, True
+        except ToolArgumentsError as e:
+            content, is_error = f"Invalid arguments for {call.name}: {e}", True
+        except Exception as e:  # the model sees the failure and can react to it
+            content, is_error = redact(f"{type(e).__name__}: {e}", secrets), True
+            log.info("tool %s failed in run %s: %s", call.name, rc.run_id, content)
+        if is_error and state is not None:
+            state.discard()  # a failed call leaves its state as it was
+        # A tool that echoes a credential back must not get it stored.
+        content = redact(content, secrets)
+        await self._commit_result(
+            rc, call, content, is_error, state=state, scrub=lambda v: redact(v, secrets)
+        )
+
+    async def _commit_result(
+        self,
+        rc: _Run,
+        call: Call,
+        content: Any,
+        is_error: bool,
+        *,
+        state: ToolState | None = None,
+        scrub: Callable[[Any], Any] | None = None,
+    ) -> None:
         payload = _result_payload(call, content, is_error=is_error)
         parents = [call.node.id] + ([call.verification.id] if call.verification else [])
 
@@ -706,6 +891,8 @@ class Executor:
             current = rc.view.calls.get(call.node.id)
             if current is None or current.result is not None:
                 return False  # another process finished this call first: its result stands
+            if state is not None and state.dirty:
+                await state.stage(txn, redact=scrub)
             await txn.append(rc.scope, "tool_result", payload, parents=parents)
             return True
 
@@ -788,6 +975,8 @@ def _fed(view: RunView, visit: Visit) -> Any:
         return _visit_input(view, visit)
     if visit.kind == "tool" and visit.calls:
         return visit.calls[0].arguments
+    if visit.kind == "loop":
+        return visit.output
     return None
 
 

@@ -9,7 +9,10 @@ spec node each):
   inference without tool calls completes its visit (output: its ``content``);
 * a ``tool_call`` with ``llm`` belongs to the inference it hangs off; one with
   ``node`` (a tool node) opens a visit of that node, completed by its result;
-* a ``resource`` keyed ``run:<run>:node:<name>`` is a completed var/var_set visit;
+* a ``resource`` keyed ``run:<run>:node:<name>`` is a completed var/var_set visit,
+  or, when its payload has ``loop`` (``{"iteration", "done"}``), a loop record:
+  iteration ``iteration`` of loop ``name`` starts (its body runs next), or with
+  ``done`` the loop is over after ``iteration`` iterations (its edges run next);
 * ``answer`` completes the run and ``protocol_error`` fails it.
 
 ``next_action`` compares that with the spec, the way seed 000's executor compares
@@ -104,12 +107,15 @@ class Visit:
     """One execution of one spec node inside a run."""
 
     node: str
-    kind: str  # llm | tool | var
+    kind: str  # llm | tool | var | loop
     index: int  # position among the run's visits
     inferences: list[CausalNode] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)  # of the latest inference / the tool node
     complete: bool = False
     output: Any = None
+    # A loop record: the iteration that starts (or, when done, how many ran).
+    iteration: int | None = None
+    done: bool = False
 
 
 @dataclass(kw_only=True)
@@ -122,6 +128,8 @@ class RunView:
     calls: dict[str, Call] = field(default_factory=dict)  # tool_call node id -> call
     answer: CausalNode | None = None
     error: CausalNode | None = None
+    loops: dict[str, Visit] = field(default_factory=dict)  # loop node -> its latest record
+    steps: int = 0  # node executions (loop records are bookkeeping, not counted)
 
     @property
     def run_id(self) -> str:
@@ -160,6 +168,7 @@ class RunView:
             if not cont:
                 last = Visit(node=str(p.get("llm")), kind="llm", index=len(self.visits))
                 self.visits.append(last)
+                self.steps += 1
             assert last is not None
             last.inferences.append(n)
             last.calls = []
@@ -172,6 +181,7 @@ class RunView:
             if p.get("node") is not None and p.get("llm") is None:
                 v = Visit(node=str(p["node"]), kind="tool", index=len(self.visits), calls=[call])
                 self.visits.append(v)
+                self.steps += 1
             elif last is not None:
                 last.calls.append(call)
         elif n.kind == "verification":
@@ -188,15 +198,29 @@ class RunView:
                         v.output = p.get("content")
                         break
         elif n.kind == "resource" and (n.resource_key or "").startswith(f"run:{self.run_id}:node:"):
-            self.visits.append(
-                Visit(
+            loop = p.get("loop")
+            if isinstance(loop, dict):
+                v = Visit(
+                    node=str(p.get("node")),
+                    kind="loop",
+                    index=len(self.visits),
+                    complete=True,
+                    output=p.get("output"),
+                    iteration=int(loop.get("iteration") or 0),
+                    done=bool(loop.get("done")),
+                )
+                self.loops[v.node] = v
+            else:
+                v = Visit(
                     node=str(p.get("node")),
                     kind="var",
                     index=len(self.visits),
                     complete=True,
                     output=p.get("output"),
                 )
-            )
+            self.visits.append(v)
+            if v.kind != "loop":
+                self.steps += 1
         elif n.kind == "answer" and self.answer is None:
             self.answer = n
         elif n.kind == "protocol_error" and self.error is None:
@@ -231,6 +255,11 @@ class RunView:
             return None
         e = self.error.payload.get("error") or {}
         return RunError(code=str(e.get("code", "tether")), message=str(e.get("message", "")))
+
+    def loop_index(self, loop: str) -> int | None:
+        """The iteration loop ``loop`` is in (None when it is not running)."""
+        rec = self.loops.get(loop)
+        return None if rec is None or rec.done else rec.iteration
 
     def outputs(self) -> dict[str, dict[str, Any]]:
         """``nodes`` as templates see them: the latest output of each completed spec node."""
@@ -298,10 +327,10 @@ def next_action(view: RunView, *, max_steps: int, max_tool_rounds: int) -> Actio
         return Route(visit=None)
     last = view.visits[-1]
     if last.complete:
-        if len(view.visits) >= max_steps:
+        if last.kind != "loop" and view.steps >= max_steps:
             return Fail(
                 code="step_limit",
-                message=f"the run executed {len(view.visits)} nodes, the limit (max_steps); "
+                message=f"the run executed {view.steps} nodes, the limit (max_steps); "
                 "check the spec's edges for a loop or raise max_steps",
             )
         return Route(visit=last)

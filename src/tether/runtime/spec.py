@@ -19,6 +19,12 @@ Node kinds
     ``var``      declares a variable (name, type, scope, default). Output: its value.
     ``var_set``  writes ``value`` (a template, default ``{{ input }}``) to a declared
                  variable, coerced to its type. Output: the stored value.
+    ``loop``     seed 004's while_loop: while ``condition`` holds (at most
+                 ``max_iterations`` times) runs its body, the nodes reachable from
+                 ``body``; an iteration ends when a body node has no edge to take (or
+                 takes an edge back to the loop). Templates in the body see
+                 ``loop_index``. Each iteration is committed before its body runs.
+                 Output: the last body output (the loop's input if none ran).
 
 Edges
     After a node runs, its outgoing edges are tried in declaration order and the first
@@ -66,6 +72,7 @@ __all__ = [
     "VAR_TYPES",
     "Edge",
     "LLMNode",
+    "LoopNode",
     "Node",
     "Spec",
     "ToolNode",
@@ -75,6 +82,10 @@ __all__ = [
 
 NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 _ALIASES: Final = {
+    "loop": "loop",
+    "loopnode": "loop",
+    "while": "loop",
+    "while_loop": "loop",
     "llm": "llm",
     "llmnode": "llm",
     "tool": "tool",
@@ -132,6 +143,16 @@ class ToolNode:
     tool: str | Tool | Callable[..., Any]
     arguments: Mapping[str, Any] | str | None = None
     needs_approval: bool | None = None
+    # Credentials this node's calls need, on top of the tool's own (never persisted).
+    credentials: Sequence[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.credentials is not None:
+            if isinstance(self.credentials, str):
+                raise SpecError(
+                    f"tool node {self.name!r}: credentials is a list of names, not a string"
+                )
+            object.__setattr__(self, "credentials", tuple(self.credentials))
 
     @property
     def tool_name(self) -> str:
@@ -168,7 +189,35 @@ class VarSetNode:
     value: str = "{{ input }}"
 
 
-Node: TypeAlias = LLMNode | ToolNode | VarNode | VarSetNode
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoopNode:
+    """Seed 004's while_loop: runs the body (from node ``body``) while ``condition`` holds.
+
+    ``condition`` is checked before each iteration and sees ``loop_index`` (the
+    iteration about to start, from 0), ``input``/``output`` (what the iteration
+    would be fed: the loop's input, then each iteration's last output), variables
+    and node outputs. At most ``max_iterations`` iterations run.
+    """
+
+    kind: ClassVar[str] = "loop"
+    name: str
+    body: str
+    condition: str = "true"
+    max_iterations: int = 10
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.max_iterations, bool)
+            or not isinstance(self.max_iterations, int)
+            or not 0 <= self.max_iterations <= 100_000
+        ):
+            raise SpecError(
+                f"loop node {self.name!r}: max_iterations is an integer from 0 to 100000, "
+                f"got {self.max_iterations!r}"
+            )
+
+
+Node: TypeAlias = LLMNode | ToolNode | VarNode | VarSetNode | LoopNode
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -194,6 +243,7 @@ class Spec:
     _policies: dict[str, Policy]
     _decls: tuple[VarDecl, ...]
     _out: dict[str, list[tuple[Edge, Condition | None]]]
+    _loop_of: dict[str, str]
 
     def __init__(
         self, *, nodes: Iterable[Node], edges: Iterable[Edge] = (), start: str = ""
@@ -220,8 +270,10 @@ class Spec:
             raise SpecError("a spec needs at least one node")
         by_name: dict[str, Node] = {}
         for n in self.nodes:
-            if not isinstance(n, LLMNode | ToolNode | VarNode | VarSetNode):
-                raise SpecError(f"unknown node {n!r}: use LLMNode, ToolNode, VarNode, VarSetNode")
+            if not isinstance(n, LLMNode | ToolNode | VarNode | VarSetNode | LoopNode):
+                raise SpecError(
+                    f"unknown node {n!r}: use LLMNode, ToolNode, VarNode, VarSetNode, LoopNode"
+                )
             _name(n.name, f"{n.kind} node name")
             if n.name in by_name:
                 raise SpecError(f"two nodes are named {n.name!r}; node names are unique")
@@ -291,6 +343,10 @@ class Spec:
                         f"declared: {', '.join(declared) or 'none'}"
                     )
                 templates[(n.name, "value")] = Template(n.value, where=f"{where} value")
+            elif isinstance(n, LoopNode):
+                templates[(n.name, "condition")] = Condition(
+                    n.condition, where=f"{where} condition"
+                )
         self._templates = templates
 
         out: dict[str, list[tuple[Edge, Condition | None]]] = {n: [] for n in by_name}
@@ -309,6 +365,53 @@ class Spec:
             )
             out[edge.src].append((edge, cond))
         self._out = out
+        self._loop_of = self._loop_bodies()
+
+    def _loop_bodies(self) -> dict[str, str]:
+        """Body node -> its loop: the nodes reachable from a loop's ``body`` by edges,
+        not through the loop itself. A body is entered only from its loop."""
+        owner: dict[str, str] = {}
+        for n in self.nodes:
+            if not isinstance(n, LoopNode):
+                continue
+            where = f"loop node {n.name!r}"
+            if n.body not in self._by_name:
+                raise SpecError(
+                    f"{where}: body {n.body!r} is not a node ({', '.join(self._by_name)})"
+                )
+            if n.body == n.name:
+                raise SpecError(f"{where}: a loop cannot be its own body")
+            seen = {n.body}
+            stack = [n.body]
+            while stack:
+                cur = stack.pop()
+                for edge, _ in self._out[cur]:
+                    if edge.dst != n.name and edge.dst not in seen:
+                        seen.add(edge.dst)
+                        stack.append(edge.dst)
+            for b in seen:
+                if b in owner:
+                    raise SpecError(
+                        f"node {b!r} is in the bodies of loops {owner[b]!r} and {n.name!r}; "
+                        "a node belongs to one loop body (nest a loop node instead)"
+                    )
+                owner[b] = n.name
+        for name, loop in owner.items():
+            if name == self.start:
+                raise SpecError(
+                    f"the start node {name!r} is in the body of loop {loop!r}; "
+                    "start at the loop node instead"
+                )
+        for edge in self.edges:
+            dst_loop = owner.get(edge.dst)
+            if edge.dst == owner.get(edge.src):
+                continue  # back to its own loop: ends the iteration
+            if dst_loop is not None and owner.get(edge.src) != dst_loop:
+                raise SpecError(
+                    f"edge {edge.src!r} -> {edge.dst!r} enters the body of loop {dst_loop!r} "
+                    "from outside; a loop body is entered only through its loop node"
+                )
+        return owner
 
     # -- reading
 
@@ -336,6 +439,19 @@ class Spec:
     def var_decls(self) -> tuple[VarDecl, ...]:
         """The variables the var nodes declare, as ``tether.memory.VarDecl``."""
         return self._decls
+
+    def loop_of(self, node: str) -> str | None:
+        """The loop whose body holds ``node`` (None outside every loop body)."""
+        return self._loop_of.get(node)
+
+    def loops_around(self, node: str) -> list[str]:
+        """The loops enclosing ``node``, innermost first."""
+        out: list[str] = []
+        cur = self._loop_of.get(node)
+        while cur is not None and cur not in out:
+            out.append(cur)
+            cur = self._loop_of.get(cur)
+        return out
 
     def policy(self, llm: str) -> Policy:
         """The memory policy of an LLM node (``Buffer()`` unless configured)."""
@@ -389,6 +505,10 @@ class Spec:
                     d["arguments"] = n.arguments
                 if n.needs_approval is not None:
                     d["needs_approval"] = n.needs_approval
+                if n.credentials is not None:
+                    d["credentials"] = list(n.credentials)
+            elif isinstance(n, LoopNode):
+                d.update(body=n.body, condition=n.condition, max_iterations=n.max_iterations)
             elif isinstance(n, VarNode):
                 if n.var is not None:
                     d["var"] = n.var
@@ -444,7 +564,8 @@ def _compile_tree(value: Any, where: str) -> Any:
 
 _NODE_KEYS: Final = {
     "llm": {"system", "memory", "tools", "model", "input"},
-    "tool": {"tool", "arguments", "needs_approval"},
+    "tool": {"tool", "arguments", "needs_approval", "credentials"},
+    "loop": {"body", "condition", "max_iterations"},
     "var": {"var", "type", "scope", "default"},
     "var_set": {"var", "value"},
 }
@@ -487,10 +608,12 @@ class _Builder:
             raise SpecError(f"{where}: a node is a mapping, got {d!r}")
         raw_kind = d.get("kind")
         if raw_kind is None:
-            raise SpecError(f"{where}: a node needs kind: llm, tool, var or var_set")
+            raise SpecError(f"{where}: a node needs kind: llm, tool, var, var_set or loop")
         kind = _ALIASES.get(str(raw_kind).lower().replace("-", "_"))
         if kind is None:
-            raise SpecError(f"{where}: unknown kind {raw_kind!r}; use llm, tool, var or var_set")
+            raise SpecError(
+                f"{where}: unknown kind {raw_kind!r}; use llm, tool, var, var_set or loop"
+            )
         allowed = _NODE_KEYS[kind] | _COMMON
         if unknown := set(d) - allowed:
             raise SpecError(
@@ -515,6 +638,13 @@ class _Builder:
                 node = ToolNode(**fields)
             elif kind == "var":
                 node = VarNode(**fields)
+            elif kind == "loop":
+                if "body" not in fields:
+                    raise SpecError(f"{where}: a loop node names its body (body: <node>)")
+                if "condition" in fields and not isinstance(fields["condition"], str):
+                    c = fields["condition"]
+                    fields["condition"] = str(c).lower() if isinstance(c, bool) else str(c)
+                node = LoopNode(**fields)
             else:
                 if "var" not in fields:
                     raise SpecError(f"{where}: a var_set node names the variable it writes (var:)")

@@ -15,11 +15,14 @@ The JSON schema comes from the signature: ``str int float bool None``,
 optional. The description is the docstring's first paragraph, parameter
 descriptions come from an ``Args:`` section.
 
-Two keyword parameters are injected, never part of the schema:
+Four keyword parameters are injected, never part of the schema:
 ``idempotency_key`` (the tool_call node's id: the same on every re-issue after a
-crash, so a tool can deduplicate its side effect) and ``context`` (the caller's
-context, never persisted). Sync functions run in a worker thread so parallel
-calls overlap.
+crash, so a tool can deduplicate its side effect), ``context`` (the caller's
+context, never persisted), ``state`` (the tool's own durable key-value state,
+``tether.runtime.tool_state``; ``@tool(state_scope=...)`` picks thread, user or
+app) and ``credentials`` (the credentials named by ``@tool(credentials=[...])``,
+resolved per call and never persisted: ``tether.runtime.credentials``). Sync
+functions run in a worker thread so parallel calls overlap.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from ._errors import ToolDefinitionError
 
 __all__ = ["INJECTED", "Tool", "ToolArgumentsError", "as_tool", "json_schema", "tool"]
 
-INJECTED: Final = frozenset({"idempotency_key", "context"})
+INJECTED: Final = frozenset({"idempotency_key", "context", "state", "credentials"})
+STATE_SCOPES: Final = ("thread", "user", "app")
 _NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -63,6 +67,9 @@ class Tool:
     )
     needs_approval: bool = False
     injects: frozenset[str] = field(default=frozenset(), compare=False)
+    # Where the tool's ``state`` lives (thread, user or app) and which credentials it needs.
+    state_scope: str = "thread"
+    credentials: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -72,6 +79,27 @@ class Tool:
             )
         if not callable(self.fn):
             raise ToolDefinitionError(f"tool {self.name!r}: fn is not callable")
+        if self.state_scope not in STATE_SCOPES:
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: state_scope is thread, user or app, got {self.state_scope!r}"
+            )
+        if isinstance(self.credentials, str) or not all(
+            isinstance(c, str) and 0 < len(c) <= 128 for c in self.credentials
+        ):
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: credentials is a list of names, got {self.credentials!r}"
+            )
+        object.__setattr__(self, "credentials", tuple(dict.fromkeys(self.credentials)))
+        if self.credentials and "credentials" not in self.injects:
+            raise ToolDefinitionError(
+                f"tool {self.name!r} needs credentials {list(self.credentials)} but has no "
+                "`credentials` parameter to receive them; add `credentials: dict[str, str]`"
+            )
+
+    @property
+    def stateful(self) -> bool:
+        """Takes a ``state`` handle."""
+        return "state" in self.injects
 
     @property
     def spec(self) -> ToolSpec:
@@ -98,14 +126,26 @@ class Tool:
         *,
         idempotency_key: str,
         context: Mapping[str, Any] | None = None,
+        state: Any = None,
+        credentials: Mapping[str, str] | None = None,
     ) -> Any:
-        """Call the tool; its return value made JSON-safe. Exceptions propagate."""
+        """Call the tool; its return value made JSON-safe. Exceptions propagate.
+
+        ``state`` is a ``ToolState`` (a sync tool gets its ``SyncToolState``).
+        """
         kwargs = self.check(arguments)
         if "idempotency_key" in self.injects:
             kwargs["idempotency_key"] = idempotency_key
         if "context" in self.injects:
             kwargs["context"] = dict(context or {})
-        if inspect.iscoroutinefunction(self.fn):
+        if "credentials" in self.injects:
+            kwargs["credentials"] = dict(credentials or {})
+        is_async = inspect.iscoroutinefunction(self.fn)
+        if "state" in self.injects:
+            if state is None:
+                raise ToolArgumentsError(f"tool {self.name!r} needs its state handle")
+            kwargs["state"] = state if is_async else state.sync(asyncio.get_running_loop())
+        if is_async:
             result = await self.fn(**kwargs)
         else:
             result = await asyncio.to_thread(self.fn, **kwargs)
@@ -141,6 +181,8 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     needs_approval: bool = False,
+    state_scope: str | None = None,
+    credentials: Sequence[str] | None = None,
 ) -> Callable[[F], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -149,11 +191,25 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     needs_approval: bool = False,
+    state_scope: str | None = None,
+    credentials: Sequence[str] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a function a ``Tool``: ``@tool`` or ``@tool(needs_approval=True, description=...)``."""
+    """Make a function a ``Tool``: ``@tool`` or ``@tool(needs_approval=True, description=...)``.
+
+    ``state_scope`` (thread, user or app; default thread) is where a tool taking a
+    ``state`` parameter keeps it; ``credentials`` names what it needs in its
+    ``credentials`` parameter.
+    """
 
     def wrap(f: Callable[..., Any]) -> Tool:
-        return as_tool(f, name=name, description=description, needs_approval=needs_approval)
+        return as_tool(
+            f,
+            name=name,
+            description=description,
+            needs_approval=needs_approval,
+            state_scope=state_scope,
+            credentials=credentials,
+        )
 
     return wrap if fn is None else wrap(fn)
 
@@ -164,6 +220,8 @@ def as_tool(
     name: str | None = None,
     description: str | None = None,
     needs_approval: bool | None = None,
+    state_scope: str | None = None,
+    credentials: Sequence[str] | None = None,
 ) -> Tool:
     """A Tool from a function (or a Tool with some fields replaced)."""
     if isinstance(fn, Tool):
@@ -174,6 +232,8 @@ def as_tool(
             parameters=fn.parameters,
             needs_approval=fn.needs_approval if needs_approval is None else needs_approval,
             injects=fn.injects,
+            state_scope=fn.state_scope if state_scope is None else state_scope,
+            credentials=fn.credentials if credentials is None else tuple(credentials),
         )
     if not callable(fn):
         raise ToolDefinitionError(f"a tool is a callable or a Tool, got {fn!r}")
@@ -181,6 +241,23 @@ def as_tool(
     doc = inspect.getdoc(fn) or ""
     summary, arg_docs = _parse_doc(doc)
     parameters, injects = json_schema(fn, arg_docs)
+    if state_scope is not None and "state" not in injects:
+        if "state" not in inspect.signature(fn).parameters:
+            raise ToolDefinitionError(
+                f"tool {tool_name!r} sets state_scope but has no `state` parameter to receive "
+                "its state; add `state: tether.ToolState`"
+            )
+        # state_scope says what an unannotated `state` parameter is for.
+        injects = injects | {"state"}
+        props = {k: v for k, v in parameters["properties"].items() if k != "state"}
+        req = [r for r in parameters.get("required", ()) if r != "state"]
+        parameters = {**parameters, "properties": props}
+        if req:
+            parameters["required"] = req
+        else:
+            parameters.pop("required", None)
+    if isinstance(credentials, str):
+        raise ToolDefinitionError(f"tool {tool_name!r}: credentials is a list of names")
     return Tool(
         name=tool_name,
         fn=fn,
@@ -188,6 +265,8 @@ def as_tool(
         parameters=parameters,
         needs_approval=bool(needs_approval),
         injects=injects,
+        state_scope=state_scope or "thread",
+        credentials=tuple(credentials or ()),
     )
 
 
@@ -209,7 +288,7 @@ def json_schema(
     injects: set[str] = set()
     extra = False
     for p in sig.parameters.values():
-        if p.name in INJECTED:
+        if p.name in INJECTED and (p.name != "state" or _is_state_hint(hints.get(p.name))):
             injects.add(p.name)
             continue
         if p.kind is p.VAR_POSITIONAL or p.kind is p.POSITIONAL_ONLY:
@@ -238,6 +317,16 @@ def json_schema(
         out["required"] = required
     out["additionalProperties"] = extra
     return out, frozenset(injects)
+
+
+def _is_state_hint(hint: Any) -> bool:
+    """``state`` is injected only when annotated as a tool state handle: a tool may well
+    take a plain argument called state (a US state, an order's state)."""
+    if typing.get_origin(hint) is typing.Annotated:
+        hint = typing.get_args(hint)[0]
+    return getattr(hint, "__name__", None) in ("ToolState", "SyncToolState") and str(
+        getattr(hint, "__module__", "")
+    ).startswith("tether")
 
 
 _SIMPLE: Final[dict[Any, dict[str, Any]]] = {

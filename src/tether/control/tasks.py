@@ -1,0 +1,479 @@
+"""Task state (seed 002's ``task`` module): run metadata, status history, the run index.
+
+Every run carries the caller's metadata (``agent.step(..., metadata=...)``, kept on
+its ``goal`` node) and a history of status transitions with times. The history is
+a projection, derived from the thread's nodes, never written:
+
+    goal                          running     (the run starts)
+    a round whose calls all wait  suspended   (a tool call needing approval)
+    verification                  running     (the last pending call was decided)
+    answer                        completed
+    protocol_error                failed
+
+To list runs across a namespace without reading threads, the runtime keeps a run
+index in the namespace's ``app`` graph: one ``resource`` node per status change,
+resourceKey ``task:<len(thread)>:<thread>:<run>`` (the length makes the key
+unambiguous whatever the ids hold, and gives every thread an indexed prefix),
+payload ``{"thread", "run", "status", "started_at", "metadata", "pending"}``
+(``pending``: ``[{"call_id", "name"}]`` of a suspended run). It is appended in the
+same commit as the node that changed the status, so the index never disagrees
+with the thread at a commit boundary. ``{"thread", "run", "deleted": true}``
+takes a run out (its thread was reset). Listing is one indexed prefix read of
+the app scope's resource heads; filtering by status happens over those heads.
+
+The index is derived data: ``reindex`` rebuilds it from the threads (after an
+``app`` reset, or for threads written before it existed), and import and fork
+index the runs they bring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from .. import scopes
+from .._errors import InvalidRequest
+from .._graph import CausalNode
+from .._txn import Transaction, transact
+from ..store._base import Store
+
+if TYPE_CHECKING:
+    from ..runtime.plan import RunView
+
+__all__ = [
+    "RUN_STATUSES",
+    "RunList",
+    "RunSummary",
+    "TaskState",
+    "Transition",
+    "index_key",
+    "index_thread",
+    "list_index",
+    "reindex",
+    "run_entry",
+    "runs",
+    "stage_entry",
+    "task_states",
+    "transitions",
+    "unindex_thread",
+]
+
+RUN_STATUSES: Final[tuple[str, ...]] = ("running", "suspended", "completed", "failed")
+INDEX_PREFIX: Final = "task:"
+MAX_RUNS: Final = 10_000
+
+
+def index_key(thread: str, run: str) -> str:
+    return f"{thread_prefix(thread)}{run}"
+
+
+def thread_prefix(thread: str) -> str:
+    return f"{INDEX_PREFIX}{len(thread)}:{thread}:"
+
+
+# --------------------------------------------------------------------------- types
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Transition:
+    """One status change of a run: the status it entered, when, and the node that did it."""
+
+    status: str
+    at: str
+    node: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "at": self.at, "node": self.node}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Transition:
+        return cls(status=str(data["status"]), at=str(data["at"]), node=str(data["node"]))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskState:
+    """A run as seed 002's task module sees it: metadata, status and its history."""
+
+    thread: str
+    run: str
+    status: str
+    started_at: str
+    updated_at: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    input: Any = None
+    history: tuple[Transition, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "thread": self.thread,
+            "run": self.run,
+            "status": self.status,
+            "started_at": self.started_at,
+            "updated_at": self.updated_at,
+            "metadata": self.metadata,
+            "input": self.input,
+            "history": [t.to_dict() for t in self.history],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TaskState:
+        return cls(
+            thread=str(data["thread"]),
+            run=str(data["run"]),
+            status=str(data["status"]),
+            started_at=str(data["started_at"]),
+            updated_at=str(data["updated_at"]),
+            metadata=dict(data.get("metadata") or {}),
+            input=data.get("input"),
+            history=tuple(Transition.from_dict(t) for t in data.get("history") or ()),
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunSummary:
+    """One entry of the run index: where a run is and what it is waiting for."""
+
+    thread: str
+    run: str
+    status: str
+    started_at: str
+    updated_at: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    pending: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def user(self) -> str | None:
+        u = self.metadata.get("user")
+        return u if isinstance(u, str) else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "thread": self.thread,
+            "run": self.run,
+            "status": self.status,
+            "started_at": self.started_at,
+            "updated_at": self.updated_at,
+            "metadata": self.metadata,
+            "pending": [dict(p) for p in self.pending],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunSummary:
+        return cls(
+            thread=str(data["thread"]),
+            run=str(data["run"]),
+            status=str(data["status"]),
+            started_at=str(data["started_at"]),
+            updated_at=str(data["updated_at"]),
+            metadata=dict(data.get("metadata") or {}),
+            pending=tuple(dict(p) for p in data.get("pending") or ()),
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunList:
+    """A page of the run index, oldest run first; ``next_after`` continues it (None: last page)."""
+
+    namespace: str
+    runs: tuple[RunSummary, ...] = ()
+    next_after: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "runs": [r.to_dict() for r in self.runs],
+            "next_after": self.next_after,
+            "counts": dict(self.counts),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunList:
+        return cls(
+            namespace=str(data["namespace"]),
+            runs=tuple(RunSummary.from_dict(r) for r in data.get("runs") or ()),
+            next_after=data.get("next_after"),
+            counts={str(k): int(v) for k, v in (data.get("counts") or {}).items()},
+        )
+
+
+# --------------------------------------------------------------------------- pure projection
+
+
+def _run_of(n: CausalNode) -> str | None:
+    p = n.payload
+    r = p.get("run") if isinstance(p, dict) else None
+    return r if isinstance(r, str) else None
+
+
+def transitions(goal: CausalNode, nodes: Sequence[CausalNode]) -> list[Transition]:
+    """A run's status history, from its goal and the thread's nodes after it (in sequence order).
+
+    An inference and its tool calls commit together, so the status is read after the
+    last of them, never in between (where it could look suspended for an instant).
+    """
+    from ..runtime.plan import RunView
+
+    run = _run_of(goal)
+    view = RunView(goal=goal)
+    out = [Transition(status="running", at=goal.created_at, node=goal.id)]
+    mine = [n for n in nodes if n.sequence > goal.sequence and _run_of(n) == run]
+    for i, n in enumerate(mine):
+        view.add(n)
+        if n.kind == "goal":
+            continue
+        nxt = mine[i + 1] if i + 1 < len(mine) else None
+        if (
+            nxt is not None
+            and nxt.kind == "tool_call"
+            and n.kind in ("inference", "tool_call")
+            and nxt.payload.get("llm") is not None
+        ):
+            continue  # the rest of this round's calls are in the same commit
+        status = view.status
+        if status != out[-1].status:
+            out.append(Transition(status=status, at=n.created_at, node=n.id))
+    return out
+
+
+def run_entry(thread: str, view: RunView) -> dict[str, Any]:
+    """The index payload of a run in the state ``view`` shows."""
+    meta = view.goal.payload.get("metadata")
+    status = view.status
+    return {
+        "thread": thread,
+        "run": view.run_id,
+        "status": status,
+        "started_at": view.goal.created_at,
+        "metadata": dict(meta) if isinstance(meta, dict) else {},
+        "pending": [{"call_id": c.call_id, "name": c.name} for c in view.pending()]
+        if status == "suspended"
+        else [],
+    }
+
+
+async def stage_entry(txn: Transaction, thread: str, view: RunView) -> None:
+    """Append the run's index entry (to the app scope) to ``txn``."""
+    await txn.append(
+        scopes.APP, "resource", run_entry(thread, view), resource_key=index_key(thread, view.run_id)
+    )
+
+
+def _summary(node: CausalNode) -> RunSummary | None:
+    p = node.payload
+    if not isinstance(p, dict) or p.get("deleted") or not isinstance(p.get("status"), str):
+        return None
+    return RunSummary(
+        thread=str(p.get("thread")),
+        run=str(p.get("run")),
+        status=p["status"],
+        started_at=str(p.get("started_at") or node.created_at),
+        updated_at=node.created_at,
+        metadata=dict(p.get("metadata") or {}),
+        pending=tuple(dict(x) for x in p.get("pending") or ()),
+    )
+
+
+# --------------------------------------------------------------------------- reads
+
+
+async def list_index(
+    store: Store, namespace: str, *, thread: str | None = None
+) -> list[RunSummary]:
+    """Every indexed run (of one thread, or of the namespace), oldest first. One indexed read."""
+    prefix = thread_prefix(scopes.thread(thread)[7:]) if thread is not None else INDEX_PREFIX
+    heads = await store.resource_heads(namespace, scopes.APP, prefix)
+    found = [s for s in (_summary(n) for n in heads.values()) if s is not None]
+    found.sort(key=lambda s: (s.started_at, s.thread, s.run))
+    return found
+
+
+def _statuses(status: str | Iterable[str] | None) -> frozenset[str] | None:
+    if status is None:
+        return None
+    wanted = (status,) if isinstance(status, str) else tuple(status)
+    for s in wanted:
+        if s not in RUN_STATUSES:
+            raise InvalidRequest(
+                f"status: unknown run status {s!r}; use {', '.join(RUN_STATUSES)}", field="status"
+            )
+    return frozenset(wanted) or None
+
+
+async def runs(
+    store: Store,
+    *,
+    namespace: str = "default",
+    status: str | Iterable[str] | None = None,
+    thread: str | None = None,
+    user: str | None = None,
+    after: str | None = None,
+    limit: int = 100,
+) -> RunList:
+    """Runs of a namespace from the run index, filtered by status (a name or several),
+    thread and user, oldest first. ``after`` is the ``next_after`` of the previous page.
+
+    ``counts`` has the number of matching runs per status before paging (the status
+    filter aside), so a caller sees how many wait without listing them all.
+    """
+    from ..store._base import check_name
+
+    check_name("namespace", namespace)
+    wanted = _statuses(status)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RUNS:
+        raise InvalidRequest(
+            f"limit: an integer from 1 to {MAX_RUNS}, got {limit!r}", field="limit"
+        )
+    if user is not None:
+        scopes.user(user)
+    found = await list_index(store, namespace, thread=thread)
+    if user is not None:
+        found = [r for r in found if r.user == user]
+    counts: dict[str, int] = {}
+    for r in found:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    if wanted is not None:
+        found = [r for r in found if r.status in wanted]
+    if after is not None:
+        keys = [index_key(r.thread, r.run) for r in found]
+        if after not in keys:
+            raise InvalidRequest(
+                f"after: {after!r} is not a cursor of this listing; pass next_after from the "
+                "previous page",
+                field="after",
+            )
+        found = found[keys.index(after) + 1 :]
+    page = found[:limit]
+    more = len(found) > limit
+    return RunList(
+        namespace=namespace,
+        runs=tuple(page),
+        next_after=index_key(page[-1].thread, page[-1].run) if more and page else None,
+        counts=dict(sorted(counts.items())),
+    )
+
+
+async def _thread_nodes(store: Store, namespace: str, thread: str) -> list[CausalNode]:
+    from ..memory._reads import read_nodes
+
+    scope = scopes.thread(thread)
+    head = await store.head(namespace, scope)
+    return await read_nodes(store, namespace, scope, after=0, before=head.sequence + 1)
+
+
+def _views(nodes: list[CausalNode]) -> list[RunView]:
+    from ..runtime.plan import RunView
+
+    views: dict[str, RunView] = {}
+    for n in nodes:
+        r = _run_of(n)
+        if r is None:
+            continue
+        if n.kind == "goal":
+            views.setdefault(r, RunView(goal=n))
+        elif r in views:
+            views[r].add(n)
+    return list(views.values())
+
+
+async def task_states(
+    store: Store, namespace: str, thread: str, *, nodes: list[CausalNode] | None = None
+) -> list[TaskState]:
+    """Every run of a thread with its metadata and status history, oldest first."""
+    if nodes is None:
+        nodes = await _thread_nodes(store, namespace, thread)
+    out = []
+    for view in _views(nodes):
+        history = transitions(view.goal, nodes)
+        meta = view.goal.payload.get("metadata")
+        out.append(
+            TaskState(
+                thread=thread,
+                run=view.run_id,
+                status=history[-1].status,
+                started_at=view.goal.created_at,
+                updated_at=history[-1].at,
+                metadata=dict(meta) if isinstance(meta, dict) else {},
+                input=view.goal.payload.get("input"),
+                history=tuple(history),
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- index upkeep
+
+
+async def index_thread(store: Store, namespace: str, thread: str) -> int:
+    """Bring the index entries of one thread in line with its runs; returns entries written."""
+    nodes = await _thread_nodes(store, namespace, thread)
+    views = _views(nodes)
+
+    async def build(txn: Transaction) -> int:
+        await txn.head(scopes.APP)
+        current = await store.resource_heads(namespace, scopes.APP, thread_prefix(thread))
+        written = 0
+        live = set()
+        for view in views:
+            key = index_key(thread, view.run_id)
+            live.add(key)
+            entry = run_entry(thread, view)
+            head = current.get(key)
+            if head is None or head.payload != entry:
+                await txn.append(scopes.APP, "resource", entry, resource_key=key)
+                written += 1
+        for key, head in current.items():
+            if key not in live and not head.payload.get("deleted"):
+                p = head.payload
+                await txn.append(
+                    scopes.APP,
+                    "resource",
+                    {"thread": p.get("thread"), "run": p.get("run"), "deleted": True},
+                    resource_key=key,
+                )
+                written += 1
+        return written
+
+    return await transact(store, namespace, build)
+
+
+async def unindex_thread(store: Store, namespace: str, thread: str) -> int:
+    """Take every run of a (reset) thread out of the index; returns entries removed."""
+
+    async def build(txn: Transaction) -> int:
+        await txn.head(scopes.APP)
+        current = await store.resource_heads(namespace, scopes.APP, thread_prefix(thread))
+        n = 0
+        for key, head in current.items():
+            p = head.payload
+            if isinstance(p, dict) and not p.get("deleted"):
+                await txn.append(
+                    scopes.APP,
+                    "resource",
+                    {"thread": p.get("thread"), "run": p.get("run"), "deleted": True},
+                    resource_key=key,
+                )
+                n += 1
+        return n
+
+    return await transact(store, namespace, build)
+
+
+async def reindex(store: Store, namespace: str) -> int:
+    """Rebuild the run index from every thread of the namespace; returns entries written."""
+    threads: list[str] = []
+    after: str | None = None
+    while True:
+        page = await store.list_scopes(namespace, prefix="thread:", after=after, limit=500)
+        threads += [s.scope[7:] for s in page]
+        if len(page) < 500:
+            break
+        after = page[-1].scope
+    written = 0
+    for t in threads:
+        written += await index_thread(store, namespace, t)
+    known = set(threads)
+    for t in {s.thread for s in await list_index(store, namespace)} - known:
+        written += await unindex_thread(store, namespace, t)
+    return written

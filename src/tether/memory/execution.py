@@ -149,14 +149,19 @@ def _step_executor(n: CausalNode, run: str, name: str) -> ExecutorState:
     p = n.payload if isinstance(n.payload, dict) else {}
     raw = p.get("node")
     node = raw if isinstance(raw, str) else name
+    loop = p.get("loop")
     actor = NodeActorState(
         actor_id=f"node:{node}",
         node_id=node,
         node_name=node,
-        node_type="VarNode",
+        # A loop record (an iteration starts, or the loop ends) or a var/var_set step.
+        node_type="LoopNode" if isinstance(loop, dict) else "VarNode",
         status="completed",
         has_error=False,
-        node_state={"output": p.get("output")},
+        node_state={
+            "output": p.get("output"),
+            **({"loop": loop} if isinstance(loop, dict) else {}),
+        },
     )
     return ExecutorState(
         execution_id=n.id,

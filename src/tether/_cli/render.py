@@ -207,18 +207,17 @@ def reset(console: Console, result: StateOperationResult) -> None:
 def runs(console: Console, result: RunList) -> None:
     """The run index: one row per run, what a suspended one waits for."""
     table = Table(title=f"runs of namespace {result.namespace}", title_justify="left")
-    for col in ("thread", "run", "status", "since", "started", "metadata", "waiting for"):
-        table.add_column(col)
+    for col in ("thread", "status", "waiting for", "since", "run", "metadata"):
+        table.add_column(col, overflow="fold")
     for r in result.runs:
         meta = {k: v for k, v in r.metadata.items() if v is not None}
         table.add_row(
             r.thread,
-            r.run,
             r.status,
-            r.updated_at,
-            r.started_at,
-            short(meta, 40) if meta else "",
             ", ".join(f"{p.get('name')} ({p.get('call_id')})" for p in r.pending),
+            r.updated_at.replace("T", " ").rstrip("Z"),
+            r.run,
+            short(meta, 40) if meta else "",
         )
     console.print(table)
     counts = ", ".join(f"{k} {v}" for k, v in result.counts.items())

@@ -287,7 +287,11 @@ async def run_sqlite(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     tpath, fpath = work / "tether.db", work / "floor.db"
     store = await tether.open_store(f"sqlite:///{tpath}", durability=args.durability)
     tet, floor = TetherSide(store), SqliteFloor(fpath, args.durability)
-    res: dict[str, Any] = {"backend": "sqlite", "durability": args.durability}
+    res: dict[str, Any] = {
+        "backend": "sqlite",
+        "durability": args.durability,
+        "samples": args.samples,
+    }
     try:
         res["latency"] = await latency(tet, floor, args.marks, args.samples)
         res["throughput"] = await throughput(tet, floor, args.threads, args.thread_turns)
@@ -338,7 +342,11 @@ async def run_postgres(args: argparse.Namespace) -> dict[str, Any]:
         " payload bytea NOT NULL, PRIMARY KEY (thread, seq))"
     )
     tet, floor = TetherSide(store), PgFloor(conn, table)
-    res: dict[str, Any] = {"backend": "postgres", "durability": "synchronous_commit=on"}
+    res: dict[str, Any] = {
+        "backend": "postgres",
+        "durability": "synchronous_commit=on",
+        "samples": args.samples,
+    }
     try:
         res["latency"] = await latency(tet, floor, args.marks, args.samples)
         res["throughput"] = await throughput(tet, floor, args.threads, args.thread_turns)
@@ -384,44 +392,70 @@ async def run_postgres(args: argparse.Namespace) -> dict[str, Any]:
 # --- report ------------------------------------------------------------------------------
 
 
-def markdown(results: list[dict[str, Any]], command: str) -> str:
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, Linux {platform.release()}"
+def machine() -> dict[str, Any]:
+    load = os.getloadavg()
+    return {
+        "date": dt.date.today().isoformat(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Linux {platform.release()}",
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "load": f"{load[0]:.1f}",
+    }
+
+
+def _span(xs: list[float]) -> str:
+    lo, hi = min(xs), max(xs)
+    return f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    m = doc["meta"]
     lines = [
         "## Storage performance",
         "",
-        f"`{command}` on {dt.date.today().isoformat()}: {machine}, Python "
-        f"{platform.python_version()}, SQLite {sqlite3.sqlite_version}. The *floor* is a "
-        "plain loop that inserts the same payload bytes, one row per message and one "
-        "transaction per turn, with the same durability; each tether turn is paired with "
-        "a floor turn (alternating order), so background load hits both alike. tether's "
-        "figure is the whole caller path (a `Transaction`: head read, two nodes hashed, "
-        "one commit); `commit` is the `store.commit` call alone.",
+        f"`{m['command']}` on {m['date']}: {m['machine']} (load average {m['load']} at the "
+        f"start: other work shared the machine), Python {m['python']}, SQLite {m['sqlite']}. "
+        "The *floor* is a plain loop inserting the same payload bytes, one row per message "
+        "and one transaction per turn, with the same durability; every tether turn is paired "
+        "with a floor turn (alternating order), so background load hits both alike. *tether* "
+        "is the whole caller path: a `Transaction` reads the head, builds and hashes two "
+        "nodes, commits; *commit* is the `store.commit` call alone (the storage layer).",
         "",
     ]
-    for r in results:
+    for r in doc["results"]:
         name = "SQLite" if r["backend"] == "sqlite" else "PostgreSQL"
+        lat = r["latency"]
+        commit_ratios = [x["commit_median_ms"] / x["floor_median_ms"] for x in lat]
         lines += [
-            f"**{name}** ({r['durability']}): durable append of one turn (2 messages)",
+            f"**{name}** ({r['durability']}): durable append of one turn (2 messages), "
+            f"medians over {r.get('samples', '?')} turns at each history length",
             "",
-            "| history (turns) | tether median ms | commit ms | floor median ms | tether / floor "
-            "| tether p90 ms | floor p90 ms |",
-            "|---:|---:|---:|---:|---:|---:|---:|",
+            "| history (turns) | tether ms | commit ms | floor ms | tether / floor "
+            "| commit / floor | tether p90 ms | floor p90 ms |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
-        for row in r["latency"]:
+        for x, cr in zip(lat, commit_ratios, strict=True):
             lines.append(
-                f"| {row['history']:,} | {row['tether_median_ms']:.3f} | "
-                f"{row['commit_median_ms']:.3f} | {row['floor_median_ms']:.3f} | "
-                f"{row['ratio']:.2f}x | {row['tether_p90_ms']:.3f} | {row['floor_p90_ms']:.3f} |"
+                f"| {x['history']:,} | {x['tether_median_ms']:.3f} | "
+                f"{x['commit_median_ms']:.3f} | {x['floor_median_ms']:.3f} | "
+                f"{x['ratio']:.2f}x | {cr:.2f}x | {x['tether_p90_ms']:.3f} | "
+                f"{x['floor_p90_ms']:.3f} |"
             )
         tp, by, co = r["throughput"], r["bytes"], r["cold"]
+        flat = max(x["tether_median_ms"] for x in lat) / min(x["tether_median_ms"] for x in lat)
         lines += [
+            "",
+            f"Latency stays flat from {lat[0]['history']:,} to {lat[-1]['history']:,} turns of "
+            f"history (largest/smallest median {flat:.2f}x). The storage layer is "
+            f"{_span(commit_ratios)} the floor; the whole path "
+            f"{_span([x['ratio'] for x in lat])}.",
             "",
             "| | tether | floor |",
             "|---|---:|---:|",
             f"| throughput, {tp['threads']} threads x {tp['turns'] // tp['threads']} turns "
             f"(turns/s) | {tp['tether_turns_per_s']:,.0f} | {tp['floor_turns_per_s']:,.0f} |",
-            f"| cold load of a {co['messages']:,}-message thread (ms, new process, after imports) | "
-            f"{co['tether_ms']:.1f} | {co['floor_ms']:.1f} |",
+            f"| cold load of a {co['messages']:,}-message thread (ms, new process, after "
+            f"imports) | {co['tether_ms']:.1f} | {co['floor_ms']:.1f} |",
             f"| bytes on disk per turn ({by['turns']:,} turns) | {by['tether_per_turn']:,.0f} | "
             f"{by['floor_per_turn']:,.0f} |",
             "",
@@ -457,11 +491,21 @@ def main() -> None:
     ap.add_argument("--no-sqlite", action="store_true")
     ap.add_argument("--readme", action="store_true", help="rewrite README's storage section")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "out" / "storage.json")
+    ap.add_argument(
+        "--render", type=Path, metavar="JSON", help="only print (and --readme) a saved run"
+    )
     args = ap.parse_args()
+    if args.render:
+        md = markdown(json.loads(args.render.read_text()))
+        print(md)
+        if args.readme:
+            update_readme(md)
+        return
     if args.quick:
         args.marks, args.samples, args.threads, args.thread_turns = "10,100", 30, 20, 3
         args.cold_turns, args.cold_runs = 100, 1
     args.marks = [int(x) for x in str(args.marks).split(",")]
+    meta = machine()
     results = []
     work = Path(tempfile.mkdtemp(prefix="tether-bench-"))
     try:
@@ -471,13 +515,15 @@ def main() -> None:
             results.append(asyncio.run(run_postgres(args)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    command = "python benchmarks/storage.py " + " ".join(
-        a for a in sys.argv[1:] if a != "--readme" and "://" not in a
-    )
-    md = markdown(results, command.strip())
+    meta["command"] = (
+        "python benchmarks/storage.py "
+        + " ".join(a for a in sys.argv[1:] if a != "--readme" and "://" not in a)
+    ).strip()
+    doc = {"meta": meta, "results": results}
+    md = markdown(doc)
     print(md)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(results, indent=2))
+    args.json.write_text(json.dumps(doc, indent=2))
     if args.readme:
         update_readme(md)
 

@@ -23,10 +23,17 @@ def test_storage_benchmark_quick_run(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "## Storage performance" in proc.stdout
-    (result,) = json.loads(out.read_text())
+    doc = json.loads(out.read_text())
+    assert doc["meta"]["command"].startswith("python benchmarks/storage.py --quick")
+    (result,) = doc["results"]
     assert result["backend"] == "sqlite"
     assert [row["history"] for row in result["latency"]] == [10, 100]
     for row in result["latency"]:
         assert row["tether_median_ms"] > 0 and row["floor_median_ms"] > 0
     assert result["cold"]["messages"] == 200
     assert result["bytes"]["tether_per_turn"] > result["bytes"]["payload_per_turn"]
+    again = subprocess.run(
+        [sys.executable, str(SCRIPT), "--render", str(out)], capture_output=True, text=True
+    )
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == proc.stdout.strip()

@@ -52,6 +52,7 @@ from .._graph import CausalNode
 from .._txn import Transaction
 from .._vocab import Vocabulary
 from ..control.tasks import run_entry, stage_entry
+from ..crypto import bind_thread
 from ..memory import Variables, load_conversation
 from ..models._errors import ModelError
 from ..models._types import Model, ModelRequest, ModelResponse
@@ -165,6 +166,11 @@ class Executor:
         split_context(context)  # a malformed context["credentials"] fails before any write
         payload_input = jsonable(input)
         meta = {**jsonable(dict(metadata or {})), "user": user}
+        if user is not None:
+            # Before the thread's first write, so an encrypted store seals it with the
+            # user's data key and erase_user erases it too (free once bound; a no-op
+            # unencrypted; a thread already written or owned by another user stays as is).
+            await bind_thread(self.store, self.namespace, thread, user, strict=False)
         for _ in range(_ATTEMPTS):
             head = await self.store.head(self.namespace, scope)
             view = await self._latest(scope, head)

@@ -27,6 +27,7 @@ from ._graph import (
 )
 from ._txn import Transaction, transact
 from ._vocab import BUILTIN_NODE_TYPES, NodeType, Vocabulary
+from .client import Client, ClientError, SyncClient
 from .models import Model, OpenAIModel, ScriptedModel
 from .runtime import (
     Agent,
@@ -68,6 +69,8 @@ __all__ = [
     "AgentState",
     "ApprovalError",
     "CausalNode",
+    "Client",
+    "ClientError",
     "ConditionError",
     "Conflict",
     "CredentialProvider",
@@ -94,6 +97,7 @@ __all__ = [
     "StepResult",
     "Store",
     "StoreError",
+    "SyncClient",
     "TemplateError",
     "TetherError",
     "Tool",

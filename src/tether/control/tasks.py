@@ -48,12 +48,15 @@ __all__ = [
     "TaskState",
     "Transition",
     "index_key",
+    "index_prefix",
     "index_thread",
     "list_index",
+    "page_runs",
     "reindex",
     "run_entry",
     "runs",
     "stage_entry",
+    "summary_of",
     "task_states",
     "transitions",
     "unindex_thread",
@@ -260,18 +263,72 @@ async def stage_entry(txn: Transaction, thread: str, view: RunView) -> None:
     )
 
 
-def _summary(node: CausalNode) -> RunSummary | None:
-    p = node.payload
+def summary_of(payload: Any, updated_at: str) -> RunSummary | None:
+    """The RunSummary an index entry's payload holds (None for a tombstone). Pure."""
+    p = payload
     if not isinstance(p, dict) or p.get("deleted") or not isinstance(p.get("status"), str):
         return None
     return RunSummary(
         thread=str(p.get("thread")),
         run=str(p.get("run")),
         status=p["status"],
-        started_at=str(p.get("started_at") or node.created_at),
-        updated_at=node.created_at,
+        started_at=str(p.get("started_at") or updated_at),
+        updated_at=updated_at,
         metadata=dict(p.get("metadata") or {}),
         pending=tuple(dict(x) for x in p.get("pending") or ()),
+    )
+
+
+def _summary(node: CausalNode) -> RunSummary | None:
+    return summary_of(node.payload, node.created_at)
+
+
+def index_prefix(thread: str | None = None) -> str:
+    """The resource key prefix of the whole index, or of one thread's runs."""
+    return thread_prefix(scopes.thread(thread)[7:]) if thread is not None else INDEX_PREFIX
+
+
+def page_runs(
+    found: Iterable[RunSummary],
+    *,
+    namespace: str,
+    status: str | Iterable[str] | None = None,
+    user: str | None = None,
+    after: str | None = None,
+    limit: int = 100,
+) -> RunList:
+    """Filter, count and page index entries (what ``runs`` does after its one read). Pure."""
+    wanted = _statuses(status)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RUNS:
+        raise InvalidRequest(
+            f"limit: an integer from 1 to {MAX_RUNS}, got {limit!r}", field="limit"
+        )
+    if user is not None:
+        scopes.user(user)
+    rows = sorted(found, key=lambda s: (s.started_at, s.thread, s.run))
+    if user is not None:
+        rows = [r for r in rows if r.user == user]
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    if wanted is not None:
+        rows = [r for r in rows if r.status in wanted]
+    if after is not None:
+        keys = [index_key(r.thread, r.run) for r in rows]
+        if after not in keys:
+            raise InvalidRequest(
+                f"after: {after!r} is not a cursor of this listing; pass next_after from the "
+                "previous page",
+                field="after",
+            )
+        rows = rows[keys.index(after) + 1 :]
+    page = rows[:limit]
+    more = len(rows) > limit
+    return RunList(
+        namespace=namespace,
+        runs=tuple(page),
+        next_after=index_key(page[-1].thread, page[-1].run) if more and page else None,
+        counts=dict(sorted(counts.items())),
     )
 
 
@@ -282,8 +339,7 @@ async def list_index(
     store: Store, namespace: str, *, thread: str | None = None
 ) -> list[RunSummary]:
     """Every indexed run (of one thread, or of the namespace), oldest first. One indexed read."""
-    prefix = thread_prefix(scopes.thread(thread)[7:]) if thread is not None else INDEX_PREFIX
-    heads = await store.resource_heads(namespace, scopes.APP, prefix)
+    heads = await store.resource_heads(namespace, scopes.APP, index_prefix(thread))
     found = [s for s in (_summary(n) for n in heads.values()) if s is not None]
     found.sort(key=lambda s: (s.started_at, s.thread, s.run))
     return found
@@ -320,37 +376,14 @@ async def runs(
     from ..store._base import check_name
 
     check_name("namespace", namespace)
-    wanted = _statuses(status)
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RUNS:
-        raise InvalidRequest(
-            f"limit: an integer from 1 to {MAX_RUNS}, got {limit!r}", field="limit"
-        )
-    if user is not None:
-        scopes.user(user)
-    found = await list_index(store, namespace, thread=thread)
-    if user is not None:
-        found = [r for r in found if r.user == user]
-    counts: dict[str, int] = {}
-    for r in found:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    if wanted is not None:
-        found = [r for r in found if r.status in wanted]
-    if after is not None:
-        keys = [index_key(r.thread, r.run) for r in found]
-        if after not in keys:
-            raise InvalidRequest(
-                f"after: {after!r} is not a cursor of this listing; pass next_after from the "
-                "previous page",
-                field="after",
-            )
-        found = found[keys.index(after) + 1 :]
-    page = found[:limit]
-    more = len(found) > limit
-    return RunList(
+    _statuses(status)  # a bad status fails before anything is read
+    return page_runs(
+        await list_index(store, namespace, thread=thread),
         namespace=namespace,
-        runs=tuple(page),
-        next_after=index_key(page[-1].thread, page[-1].run) if more and page else None,
-        counts=dict(sorted(counts.items())),
+        status=status,
+        user=user,
+        after=after,
+        limit=limit,
     )
 
 

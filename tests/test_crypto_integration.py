@@ -9,10 +9,32 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from _server_helpers import demo_agent
 from tether import scopes
-from tether.crypto import KeyErased, MasterKey, bind_thread, erase_user
+from tether._graph import CausalNode
+from tether.crypto import (
+    KeyErased,
+    MasterKey,
+    bind_thread,
+    erase_user,
+    erased_placeholders,
+    is_erased,
+)
+from tether.memory import (
+    AgentMemory,
+    VarDecl,
+    Variables,
+    Window,
+    execution_view,
+    list_runs,
+    load_conversation,
+    project,
+    semantic_memory,
+)
+from tether.memory.projection import flatten
 from tether.store import Store, open_store
 
 NS = "default"
@@ -102,3 +124,169 @@ async def test_binding_is_free_once_bound_and_a_no_op_unencrypted(store: Store) 
         assert not await bind_thread(plain, NS, "t1", "alice")
     finally:
         await plain.close()
+
+
+# --------------------------------------------------------------------------- memory views
+
+
+async def _erased_world(store: Store) -> dict[str, Any]:
+    """alice (t1: name, weather, a note, an approved payment) and bob (t2); alice erased."""
+    agent = demo_agent(store)
+    await agent.step("Hello, my name is Alice.", thread="t1", user="alice")
+    await agent.step("What's the weather in Paris?", thread="t1", user="alice")
+    await agent.step("Please note that my plan is gold.", thread="t1", user="alice")
+    paying = await agent.step("pay 40 eur to Bob", thread="t1", user="alice")
+    await agent.approve("t1", paying.pending_approvals[0].call_id)
+    await agent.step("What's the weather in Rome?", thread="t2", user="bob")
+    runs = await list_runs(store, NS, "t1")
+    nodes = await store.nodes(NS, "thread:t1")
+    user_keys = sorted(await store.resource_heads(NS, "user:alice"))
+    bob = await load_conversation(store, NS, "t2")
+    await erase_user(store, NS, "alice")
+    return {"runs": runs, "nodes": nodes, "user_keys": user_keys, "bob": bob}
+
+
+async def test_conversation_view_of_an_erased_thread(store: Store) -> None:
+    world = await _erased_world(store)
+    with pytest.raises(KeyErased):
+        await load_conversation(store, NS, "t1")
+    with erased_placeholders():
+        messages = await load_conversation(store, NS, "t1")
+        window = await load_conversation(store, NS, "t1", policy=Window(size=3))
+        bob = await load_conversation(store, NS, "t2")
+    # One placeholder per goal (user) and inference (assistant), in order; no tool
+    # message, since which call a result answered was erased with it.
+    expected = [
+        {"role": "user" if n.kind == "goal" else "assistant", "content": "[erased]"}
+        for n in world["nodes"]
+        if n.kind in ("goal", "inference")
+    ]
+    assert messages == expected and len(expected) > 8
+    assert window == expected[-3:]
+    assert bob == world["bob"]  # nobody else's view changes
+
+
+def _node(seq: int, kind: str, payload: Any, parents: tuple[str, ...] = ()) -> CausalNode:
+    return CausalNode(
+        id=f"cw_{seq:024x}",
+        kind=kind,
+        parents=parents,
+        payload=payload,
+        created_at="",
+        sequence=seq,
+    )
+
+
+ERASED = {"$erased": True}
+
+
+@given(
+    erased=st.lists(st.booleans(), min_size=9, max_size=9),
+    llm=st.sampled_from(["agent", "other"]),
+)
+def test_projection_never_shows_a_tool_result_without_its_call(
+    erased: list[bool], llm: str
+) -> None:
+    """Any subset of a two-turn thread erased: placeholders where goals and inferences
+    were, and every tool message right after the assistant message that made its call."""
+    call = {"id": "c1", "name": "get_weather", "arguments": {"city": "Oslo"}}
+    real = [
+        ("goal", {"run": "r1", "input": "weather?", "llm": "agent", "metadata": {}}),
+        ("inference", {"run": "r1", "llm": "agent", "content": None, "tool_calls": [call]}),
+        ("tool_call", {"run": "r1", "llm": "agent", "call_id": "c1", "name": "get_weather"}),
+        (
+            "tool_result",
+            {"run": "r1", "llm": "agent", "call_id": "c1", "name": "get_weather", "content": 18},
+        ),
+        ("inference", {"run": "r1", "llm": "agent", "content": "18 degrees", "tool_calls": []}),
+        ("answer", {"run": "r1", "output": "18 degrees"}),
+        ("goal", {"run": "r2", "input": "thanks", "llm": "agent", "metadata": {}}),
+        ("inference", {"run": "r2", "llm": "agent", "content": "welcome", "tool_calls": []}),
+        ("answer", {"run": "r2", "output": "welcome"}),
+    ]
+    nodes = [
+        _node(i + 1, kind, ERASED if gone else payload)
+        for i, ((kind, payload), gone) in enumerate(zip(real, erased, strict=True))
+    ]
+    messages = flatten(project(nodes, llm=llm))
+    placeholders = [m for m in messages if m["content"] == "[erased]" and "tool_calls" not in m]
+    assert len(placeholders) == sum(
+        1
+        for (kind, _), gone in zip(real, erased, strict=True)
+        if gone and kind in ("goal", "inference")
+    )
+    for i, m in enumerate(messages):
+        if m["role"] == "tool":
+            before = messages[i - 1]
+            assert before["role"] in ("assistant", "tool")
+            owner = next(x for x in reversed(messages[:i]) if x["role"] == "assistant")
+            assert m["tool_call_id"] in [c["id"] for c in owner.get("tool_calls", [])]
+    if llm == "other":  # only the placeholders reach another llm's view
+        assert messages == placeholders
+
+
+async def test_variables_agent_memory_and_semantic_memory_of_an_erased_user(
+    store: Store,
+) -> None:
+    world = await _erased_world(store)
+    decls = [
+        VarDecl(name="weather_asks", type="integer", scope="user", default=0),
+        VarDecl(name="last_answer", type="string", scope="thread", default=""),
+    ]
+    variables = Variables(store, NS, decls, thread="t1", user="alice")
+    notes = AgentMemory(store, NS, scope="thread:t1", name="notes")
+    calls = [
+        lambda: variables.get("weather_asks"),
+        lambda: variables.all(),
+        lambda: variables.history("last_answer"),
+        lambda: notes.items(),
+        lambda: notes.history(),
+        lambda: semantic_memory(store, NS, "user:alice"),
+    ]
+    for call_ in calls:
+        with pytest.raises(KeyErased):
+            await call_()
+    with erased_placeholders():
+        # An erased value is the placeholder, never the default (0 / "") nor garbage.
+        assert is_erased(await variables.get("weather_asks"))
+        values = await variables.all()
+        assert set(values) == {"weather_asks", "last_answer"}
+        assert all(is_erased(v) for v in values.values())
+        history = await variables.history("weather_asks")
+        assert history and all(v.erased and is_erased(v.value) for v in history)
+        assert history[0].to_dict()["erased"] is True
+        assert await notes.items() == {"plan": ERASED}
+        assert await notes.recall("plan") == ERASED
+        assert [e.op for e in await notes.history()] == ["erased"]
+        assert [v.content for v in await notes.history("plan")] == [ERASED]
+        with pytest.raises(KeyErased):
+            await notes.undo()
+        memory = await semantic_memory(store, NS, "user:alice")
+        wanted = {
+            k.removeprefix("semantic:") for k in world["user_keys"] if k.startswith("semantic:")
+        }
+        assert set(memory) == wanted and wanted
+        assert all(is_erased(v) for v in memory.values())
+    # The user comes back: new writes get a new key; the old versions stay erased.
+    await variables.set("weather_asks", "5")
+    assert await variables.get("weather_asks") == 5
+    with erased_placeholders():
+        history = await variables.history("weather_asks")
+    assert [v.erased for v in history] == [True] * (len(history) - 1) + [False]
+    assert history[-1].value == 5
+
+
+async def test_execution_views_of_an_erased_thread(store: Store) -> None:
+    world = await _erased_world(store)
+    run = world["runs"][0].run
+    with pytest.raises(KeyErased):
+        await list_runs(store, NS, "t1")
+    with pytest.raises(KeyErased):
+        await execution_view(store, NS, "t1", run)
+    with erased_placeholders():
+        assert await list_runs(store, NS, "t1") == []  # their run ids were erased
+        with pytest.raises(KeyErased) as e:
+            await execution_view(store, NS, "t1", run)
+        assert e.value.details["erased_runs"] == len(world["runs"])
+        bob = await list_runs(store, NS, "t2")
+    assert [r.status for r in bob] == ["completed"]

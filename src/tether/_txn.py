@@ -25,6 +25,7 @@ from ._graph import (
     semantic_key,
 )
 from ._vocab import DEFAULT_VOCABULARY, Vocabulary
+from .crypto._keyring import erased_placeholders
 from .store._base import DuplicateNodes, Head, ScopeWrite, Store, check_name
 
 T = TypeVar("T")
@@ -144,7 +145,8 @@ class Transaction:
             ps = list(op.parents)
             unknown = [p for p in ps if p not in d.by_id and p not in d.known]
             if unknown:
-                found = await self.store.get_nodes(self.namespace, op.scope, unknown)
+                with erased_placeholders():  # only their ids count: an erased parent is a parent
+                    found = await self.store.get_nodes(self.namespace, op.scope, unknown)
                 missing = [p for p in unknown if p not in found]
                 if missing:
                     raise InvalidNode(
@@ -156,7 +158,10 @@ class Transaction:
             t, k = check_semantic_payload(op.payload)
             rk = semantic_key(t, k)
         if rk is not None:
-            prev = await self.resource_head(op.scope, rk)
+            # Only the previous version's id is needed, so an erased one (its user's data
+            # was erased, tether.crypto) is superseded instead of blocking every new write.
+            with erased_placeholders():
+                prev = await self.resource_head(op.scope, rk)
             if prev is not None and prev.id not in ps:
                 ps.append(prev.id)
         node = make_node(

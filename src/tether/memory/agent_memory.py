@@ -17,6 +17,11 @@ The initial state (``initial=``) is what reads see until the memory is first edi
 in a scope; the first edit writes it (op ``init``) in the same commit.
 
 Every method can stage into a ``Transaction`` (``txn=``) instead of committing alone.
+
+Erased entries (``tether.crypto.erase_user``) raise ``KeyErased``; inside
+``erased_placeholders()`` reads show them with the value ``{"$erased": true}``,
+an erased log entry is an edit with op ``"erased"``, and ``undo`` refuses (with
+``KeyErased``) to restore what it can no longer read.
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ from .. import scopes
 from .._errors import InvalidRequest
 from .._graph import CausalNode
 from .._txn import Transaction, transact
+from ..crypto._errors import KeyErased
 from ..models._types import ToolSpec
 from ..store._base import Store
+from ._erased import is_erased, placeholder
 from .coercion import storable
 from .errors import InvalidArguments, NothingToUndo, UnstorableValue
 
@@ -80,6 +87,10 @@ class MemoryVersion:
 
 
 def _edit(log: CausalNode) -> MemoryEdit:
+    if is_erased(log.payload):
+        return MemoryEdit(
+            op="erased", keys=(), node=log.id, sequence=log.sequence, created_at=log.created_at
+        )
     p = log.payload if isinstance(log.payload, dict) else {}
     raw = p.get("edits")
     edits: list[Any] = raw if isinstance(raw, list) else []
@@ -200,6 +211,9 @@ class AgentMemory:
         out = dict(self.initial) if log is None else {}
         for rk, node in sorted(heads.items(), key=lambda kv: kv[1].sequence):
             key = rk[len(self._prefix) :]
+            if is_erased(node.payload):
+                out[key] = placeholder()
+                continue
             content = node.payload.get("content") if isinstance(node.payload, dict) else None
             if content is None:
                 out.pop(key, None)
@@ -253,6 +267,8 @@ class AgentMemory:
 
         async def run(t: Transaction) -> MemoryEdit:
             head = await t.resource_head(self.scope, self._log_key)
+            if head is not None and is_erased(head.payload):
+                raise self._erased("its edit log")
             top_id = _top(head)
             if head is None or top_id is None:
                 raise NothingToUndo(
@@ -261,9 +277,13 @@ class AgentMemory:
                     scope=self.scope,
                 )
             top = head if top_id == head.id else await self._node(t, top_id)
+            if is_erased(top.payload):
+                raise self._erased("the edit to undo")
             p = top.payload
             prev_ids = [e["prev"] for e in p["edits"] if isinstance(e.get("prev"), str)]
             prevs = await self._nodes(t, prev_ids)
+            if any(is_erased(n.payload) for n in prevs.values()):
+                raise self._erased("the versions the undo would restore")
             edits = []
             for e in p["edits"]:
                 prev = prevs.get(e.get("prev") or "")
@@ -279,6 +299,13 @@ class AgentMemory:
             )
 
         return await self._run(run, txn)
+
+    def _erased(self, what: str) -> KeyErased:
+        return KeyErased(
+            f"cannot undo in memory {self.name!r} of {self.scope!r}: {what} was erased",
+            memory=self.name,
+            scope=self.scope,
+        )
 
     async def _nodes(self, txn: Transaction, ids: list[str]) -> dict[str, CausalNode]:
         found = dict(await self._store.get_nodes(self.namespace, self.scope, ids))
@@ -317,7 +344,11 @@ class AgentMemory:
         return [
             MemoryVersion(
                 key=key,
-                content=n.payload.get("content") if isinstance(n.payload, dict) else None,
+                content=placeholder()
+                if is_erased(n.payload)
+                else n.payload.get("content")
+                if isinstance(n.payload, dict)
+                else None,
                 node=n.id,
                 sequence=n.sequence,
                 created_at=n.created_at,

@@ -17,6 +17,11 @@ the nodes that carry its run id (docs/graph-encoding.md):
   when its run ended is failed. ``idle`` is reserved for executors the runtime
   has created but that have no node yet; the graph never derives it.
 
+Erased runs (``tether.crypto.erase_user``): outside ``erased_placeholders()`` the
+store raises ``KeyErased``; inside, a run whose goal is erased has lost its run id,
+so ``list_runs`` leaves it out and ``execution_view`` of a run that is not among
+the readable ones, in a thread holding erased goals, raises ``KeyErased``.
+
 Ids are node ids (``cw_...`` strings), not UUIDs as in seed 000: ``execution_id`` is
 the goal / inference / tool_call / step record node id; actor ids are ``llm:<name>``,
 ``tool:<name>`` and ``node:<name>``, stable across runs like seed 000's actors.
@@ -31,7 +36,9 @@ from typing import Any, Literal
 from .. import scopes
 from .._errors import NotFound
 from .._graph import CausalNode
+from ..crypto._errors import KeyErased
 from ..store._base import Store
+from ._erased import is_erased
 from ._reads import read_nodes, read_tail
 from .projection import flatten, project
 
@@ -232,6 +239,14 @@ def build_execution(nodes: list[CausalNode], run: str) -> ExecutorState:
     mine = [n for n in nodes if _run_of(n) == run]
     goal = next((n for n in mine if n.kind == "goal"), None)
     if goal is None:
+        erased = sum(1 for n in nodes if n.kind == "goal" and is_erased(n.payload))
+        if erased:
+            raise KeyErased(
+                f"run {run!r} is not among the readable runs of this thread, and {erased} "
+                "runs of it were erased (their run ids with them): it may be one of those",
+                run=run,
+                erased_runs=erased,
+            )
         raise NotFound(f"run {run!r} has no goal node in this thread", run=run)
     ended: ExecutorStatus | None = None
     for n in mine:

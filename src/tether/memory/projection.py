@@ -24,6 +24,13 @@ Every decision depends only on the node itself and on nodes *after* it (results,
 answers and errors follow what they complete), so projecting the nodes after any
 sequence ``s`` yields exactly the units of the full projection whose anchor is after
 ``s``. The window and tokens views rely on this to read a thread from its tail.
+
+Erased payloads (read inside ``tether.crypto.erased_placeholders()``): an erased
+goal is a unit of one ``user`` message and an erased inference one of an
+``assistant`` message, both with content ``"[erased]"``, in every LLM's view
+(which LLM wrote them was erased too). Erased tool results, answers and errors add
+nothing: their calls and runs cannot be told, so no tool message is ever shown
+without its call.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import orjson
 
 from .._graph import CausalNode
 from ..models._types import Message
+from ._erased import ERASED_TEXT, is_erased
 
 __all__ = [
     "SUMMARY_INTRO",
@@ -149,6 +157,10 @@ def project(nodes: Iterable[CausalNode], *, llm: str, run: str | None = None) ->
         if not isinstance(p, dict):
             continue
         k = n.kind
+        if is_erased(p):
+            if k == "goal" or k == "inference":
+                mine.append(n)  # a placeholder message, whichever llm wrote it
+            continue
         if k == "goal" or k == "inference":
             if p.get("llm") == llm:
                 mine.append(n)
@@ -169,7 +181,7 @@ def project(nodes: Iterable[CausalNode], *, llm: str, run: str | None = None) ->
     # Receipts of runs shown partially: which runs keep their goal.
     has_receipt: set[str | None] = set()
     for n in mine:
-        if n.kind == "inference":
+        if n.kind == "inference" and not is_erased(n.payload):
             r = _str(n.payload.get("run"))
             if not full(r) and any((r, c["id"]) in results for c in _calls(n.payload)):
                 has_receipt.add(r)
@@ -177,6 +189,11 @@ def project(nodes: Iterable[CausalNode], *, llm: str, run: str | None = None) ->
     units: list[Unit] = []
     for n in mine:
         p = n.payload
+        if is_erased(p):
+            role = "user" if n.kind == "goal" else "assistant"
+            erased: Message = {"role": role, "content": ERASED_TEXT}
+            units.append(Unit(anchor=n.sequence, last=n.sequence, messages=(erased,), run=None))
+            continue
         r = _str(p.get("run"))
         shown_full = full(r)
         if n.kind == "goal":

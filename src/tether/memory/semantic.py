@@ -7,6 +7,10 @@ product's ``Vocabulary`` (built-ins ``memory preference wisdom artifact``, or it
 own list, optionally with dynamic bounded lowercase names); the reserved types
 tether writes itself (``summary``, ``agent_memory``, ``tool_state``) are always
 accepted and are left out of ``semantic_memory`` unless asked for.
+
+An erased memory raises ``KeyErased``; inside ``erased_placeholders()`` it is
+listed under its type and key (both in its resource key, which is not encrypted)
+with the content ``{"$erased": true}``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from .._graph import CausalNode
 from .._txn import Transaction, transact
 from .._vocab import DEFAULT_VOCABULARY, RESERVED_NODE_TYPES, Vocabulary
 from ..store._base import Store
+from ._erased import is_erased, placeholder
 
 __all__ = ["RESERVED_TYPES", "forget", "remember", "semantic_memory"]
 
@@ -42,8 +47,14 @@ async def semantic_memory(
     prefix = f"semantic:{type}:" if type is not None else "semantic:"
     heads = await store.resource_heads(namespace, scope, prefix)
     out: dict[str, Any] = {}
-    for node in heads.values():
+    for rk, node in heads.items():
         p = node.payload
+        if is_erased(p):
+            et, _, ek = rk.removeprefix("semantic:").partition(":")
+            if type is None and not include_reserved and et in RESERVED_TYPES:
+                continue
+            out[f"{et}:{ek}"] = placeholder()
+            continue
         if not isinstance(p, dict) or p.get("content") is None:
             continue
         t = p.get("type")

@@ -15,7 +15,11 @@ call     kept in the ``Variables`` object only, never persisted (SPEC §2)
 =======  ================================================================
 
 A write coerces the value to the declared type (``coercion``); a value that cannot
-be coerced is stored as given and ``WriteResult.error`` says why. Writes commit on
+be coerced is stored as given and ``WriteResult.error`` says why.
+
+An erased value (``tether.crypto.erase_user``) raises ``KeyErased``; read inside
+``erased_placeholders()`` it is ``{"$erased": true}`` (``is_erased``), never the
+default, and its ``VarVersion`` has ``erased=True``. Writes commit on
 their own, or are staged into a ``Transaction`` passed as ``txn=`` (the runtime
 commits them in its step commit; one transaction may touch several scopes and
 commits atomically).
@@ -34,6 +38,7 @@ from .._errors import InvalidRequest
 from .._graph import CausalNode, now_iso
 from .._txn import Transaction, transact
 from ..store._base import Store
+from ._erased import is_erased, placeholder
 from .coercion import TYPES, coerce, read_value, storable
 from .errors import UnknownVariable, UnstorableValue
 
@@ -110,6 +115,7 @@ class VarVersion:
     created_at: str
     node: str | None
     stored: Any = None  # the JSON form in the node
+    erased: bool = False  # the payload's data key was destroyed (value: the placeholder)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -120,6 +126,7 @@ class VarVersion:
             "sequence": self.sequence,
             "created_at": self.created_at,
             "node": self.node,
+            "erased": self.erased,
         }
 
 
@@ -207,6 +214,8 @@ class Variables:
 
     def _from_node(self, d: VarDecl, node: CausalNode | None) -> Any:
         p = node.payload if node is not None else None
+        if is_erased(p):
+            return placeholder()  # not the default: the variable was set, and is gone
         if not isinstance(p, dict) or p.get("deleted") or "value" not in p:
             return self._default(d)
         if p.get("coerced"):
@@ -257,6 +266,21 @@ class Variables:
         out = []
         for n in nodes:
             p = n.payload if isinstance(n.payload, dict) else {}
+            if is_erased(p):
+                out.append(
+                    VarVersion(
+                        value=placeholder(),
+                        coerced=False,
+                        error=None,
+                        deleted=False,
+                        sequence=n.sequence,
+                        created_at=n.created_at,
+                        node=n.id,
+                        stored=placeholder(),
+                        erased=True,
+                    )
+                )
+                continue
             deleted = bool(p.get("deleted"))
             out.append(
                 VarVersion(

@@ -195,6 +195,19 @@ async def test_the_index_follows_resets_imports_forks_and_reindex(tmp_path: Path
         await store.close()
 
 
+async def test_a_users_runs_leave_the_index_on_request() -> None:
+    """For erasure: the index holds copies of run metadata under the namespace's key."""
+    store = MemoryStore()
+    a = agent(store)
+    await a.step("pay 1", thread="x1", user="gone", metadata={"email": "g@example.org"})
+    await a.step("look z", thread="x2", user="gone")
+    await a.step("look z", thread="x3", user="stays")
+    assert await control.tasks.unindex_user(store, NS, "gone") == 2
+    assert [r.thread for r in (await a.runs()).runs] == ["x3"]
+    heads = await store.resource_heads(NS, "app", "task:")
+    assert "g@example.org" not in str([h.payload for h in heads.values()])
+
+
 async def test_task_and_flow_stores_of_a_thread() -> None:
     @tool
     def work(i: int) -> str:

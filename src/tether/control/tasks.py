@@ -60,6 +60,7 @@ __all__ = [
     "task_states",
     "transitions",
     "unindex_thread",
+    "unindex_user",
 ]
 
 RUN_STATUSES: Final[tuple[str, ...]] = ("running", "suspended", "completed", "failed")
@@ -485,6 +486,35 @@ async def unindex_thread(store: Store, namespace: str, thread: str) -> int:
                     scopes.APP,
                     "resource",
                     {"thread": p.get("thread"), "run": p.get("run"), "deleted": True},
+                    resource_key=key,
+                )
+                n += 1
+        return n
+
+    return await transact(store, namespace, build)
+
+
+async def unindex_user(store: Store, namespace: str, user: str) -> int:
+    """Take every run of ``user`` out of the index; returns entries removed.
+
+    The index copies a run's metadata (the caller's, and its user id) into the app
+    scope, which is encrypted with the namespace's key, not the user's: erasing a
+    user (``tether.crypto.erase_user``) should call this too, so no copy outlives
+    the erased threads.
+    """
+    scopes.user(user)
+
+    async def build(txn: Transaction) -> int:
+        await txn.head(scopes.APP)
+        current = await store.resource_heads(namespace, scopes.APP, INDEX_PREFIX)
+        n = 0
+        for key, head in current.items():
+            s = _summary(head)
+            if s is not None and s.user == user:
+                await txn.append(
+                    scopes.APP,
+                    "resource",
+                    {"thread": s.thread, "run": s.run, "deleted": True},
                     resource_key=key,
                 )
                 n += 1

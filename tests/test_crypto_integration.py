@@ -13,12 +13,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from _server_helpers import demo_agent
-from tether import scopes
+from tether import InvalidRequest, control, scopes
 from tether._graph import CausalNode
+from tether.control import ErasureResult
 from tether.crypto import (
+    Cipher,
+    CipherError,
     KeyErased,
     MasterKey,
     bind_thread,
+    bound_user,
     erase_user,
     erased_placeholders,
     is_erased,
@@ -290,3 +294,133 @@ async def test_execution_views_of_an_erased_thread(store: Store) -> None:
         assert e.value.details["erased_runs"] == len(world["runs"])
         bob = await list_runs(store, NS, "t2")
     assert [r.status for r in bob] == ["completed"]
+
+
+# --------------------------------------------------------------------------- control plane
+
+
+def _report(result: control.StateOperationResult, name: str) -> control.StateStoreReport:
+    return next(r for r in result.stores if r.name == name)
+
+
+async def test_describe_and_history_show_erased_data_as_erased(store: Store) -> None:
+    world = await _erased_world(store)
+    nodes = world["nodes"]
+    d = await control.describe(store, namespace=NS, thread="t1", include_data=True)
+    graph = _report(d, "graph")
+    assert graph.node_count == len(nodes)  # ids, kinds and sequences remain
+    conv = _report(d, "conversation")
+    assert conv.data and {m["content"] for m in conv.data} == {"[erased]"}
+    assert conv.metadata["erased"] == len(conv.data)
+    variables = _report(d, "variables")
+    assert variables.data == {"last_answer": ERASED}
+    assert variables.metadata["erased"] == 1
+    memory = _report(d, "memory")  # the thread's agent memory "notes"
+    assert memory.data == {"agent_memory:notes/plan": ERASED}
+    for name in ("executions", "task", "flow"):
+        r = _report(d, name)
+        assert r.data == [], name  # their run ids were erased: counted, not listed
+    assert _report(d, "executions").metadata["erased"] == len(world["runs"])
+    assert _report(d, "task").metadata["erased"] == len(world["runs"])
+    user = await control.describe(store, namespace=NS, user="alice", include_data=True)
+    assert all(is_erased(v) for v in _report(user, "variables").data.values())
+    assert all(is_erased(v) for v in _report(user, "memory").data.values())
+    # Bob's thread: nothing erased, nothing counted.
+    bob = await control.describe(store, namespace=NS, thread="t2", include_data=True)
+    assert all("erased" not in r.metadata for r in bob.stores)
+    assert _report(bob, "conversation").data == world["bob"]
+    # The result crosses JSON unchanged.
+    assert control.StateOperationResult.from_dict(d.to_dict()) == d
+
+    h = await control.history(store, namespace=NS, thread="t1", limit=1000)
+    assert [(n["id"], n["kind"], n["sequence"]) for n in h.nodes] == [
+        (n.id, n.kind, n.sequence) for n in nodes
+    ]
+    assert all(n["payload"] == ERASED for n in h.nodes)
+    assert h.metadata["erased"] == len(nodes)
+
+
+@pytest.mark.parametrize("on_erased", ["raise", "placeholder"])
+async def test_export_verify_and_fork_of_erased_data_raise_key_erased(
+    tmp_path: Path, key: MasterKey, on_erased: Any
+) -> None:
+    url = f"sqlite:///{tmp_path / 'enc.db'}"
+    async with await open_store(url, cipher=key) as first:
+        world = await _erased_world(first)
+    # Even a store that shows placeholders everywhere never exports or copies them.
+    store = await open_store(url, cipher=Cipher(masters=(key,), on_erased=on_erased))
+    try:
+        chunks: list[bytes] = []
+        with pytest.raises(KeyErased):
+            async for chunk in control.export_chunks(store, NS, "thread:t1"):
+                chunks.append(chunk)
+        assert chunks == []  # not one byte of a snapshot that would lie
+        with erased_placeholders(), pytest.raises(KeyErased):
+            await control.export(store, namespace=NS, thread="t1")
+        with pytest.raises(KeyErased):
+            await control.verify(store, namespace=NS, thread="t1")
+        with erased_placeholders(), pytest.raises(KeyErased):
+            await control.fork(store, namespace=NS, thread="t1", node=world["nodes"][-1].id)
+        assert "thread:t1-copy" not in {s.scope for s in await store.list_scopes(NS)}
+        # Bob's thread exports and verifies as before.
+        assert (await control.verify(store, namespace=NS, thread="t2")).ok
+        assert (await control.export(store, namespace=NS, thread="t2")).snapshot
+    finally:
+        await store.close()
+
+
+async def test_a_fork_of_a_users_thread_is_erased_with_the_user(store: Store) -> None:
+    agent = demo_agent(store)
+    await agent.step("What's the weather in Rome?", thread="t2", user="bob")
+    head = await store.head(NS, "thread:t2")
+    fork = await control.fork(
+        store, namespace=NS, thread="t2", node=head.frontier[0], new_thread="f"
+    )
+    assert fork.created == "thread:f"
+    assert await bound_user(store, NS, "f") == "bob"
+    assert (await control.erase_user(store, NS, "bob")).threads == 2
+    with pytest.raises(KeyErased):
+        await store.nodes(NS, "thread:f")
+
+
+async def test_the_erase_operation(store: Store) -> None:
+    world = await _erased_world(store)  # tether.crypto.erase_user: alice's key only
+    first = await control.erase_user(store, NS, "alice")
+    assert first.keys_destroyed == 0 and not first.erased  # the key was gone already
+    assert first.unindexed_runs == len(world["runs"])  # the run index still had her runs
+    again = await control.erase_user(store, NS, "alice")  # harmless
+    assert again.keys_destroyed == 0 and again.unindexed_runs == 0
+    agent = demo_agent(store)
+    await agent.step("What's the weather in Oslo?", thread="t3", user="carol")
+    await agent.step("hello", thread="t4", user="carol")
+    before = (await agent.runs()).runs
+    assert {r.user for r in before} >= {"carol", "bob"}
+
+    result = await control.erase_user(store, NS, "carol")
+    assert result.erased and result.keys_destroyed == 1 and len(result.key_ids) == 1
+    assert result.threads == 2 and result.unindexed_runs == 2
+    assert {r.user for r in (await agent.runs()).runs} == {"bob"}
+    assert ErasureResult.from_dict(result.to_dict()) == result
+    assert result.to_dict()["operation"] == "erase"
+    for bad in (
+        {**result.to_dict(), "extra": 1},
+        {"namespace": NS},
+        {**result.to_dict(), "threads": -1},
+    ):
+        with pytest.raises(InvalidRequest):
+            ErasureResult.from_dict(bad)
+    with pytest.raises(InvalidRequest):
+        await control.erase_user(store, NS, "")
+
+
+async def test_erasing_needs_an_encrypted_store() -> None:
+    plain = await open_store("memory://")
+    try:
+        await demo_agent(plain).step("hello", thread="t1", user="alice")
+        runs = (await demo_agent(plain).runs()).runs
+        with pytest.raises(CipherError) as e:
+            await control.erase_user(plain, NS, "alice")
+        assert e.value.code == "not_encrypted"
+        assert (await demo_agent(plain).runs()).runs == runs  # nothing changed
+    finally:
+        await plain.close()

@@ -3,6 +3,7 @@
 ``runs`` lists the runs of a namespace from its run index (filtered by status:
 ``await control.runs(store, namespace="acme", status="suspended")``), and
 ``reindex`` rebuilds that index from the threads (``tether.control.tasks``).
+``erase_user`` erases a user of an encrypted store (``tether.control.erasure``).
 
 The same operations serve Python, the ``tether`` CLI and HTTP; their typed
 request, per-store report and result objects round-trip through JSON. See
@@ -12,6 +13,7 @@ request, per-store report and result objects round-trip through JSON. See
 
 from __future__ import annotations
 
+from .erasure import ErasureResult, erase_user
 from .flow import FlowState, flow_states
 from .ops import (
     OPERATIONS,
@@ -61,6 +63,7 @@ __all__ = [
     "RUN_STATUSES",
     "STORES",
     "STRATEGIES",
+    "ErasureResult",
     "FlowState",
     "Operation",
     "RunList",
@@ -74,6 +77,7 @@ __all__ = [
     "Transition",
     "compact",
     "describe",
+    "erase_user",
     "execute",
     "export",
     "export_chunks",
@@ -96,6 +100,7 @@ __all__ = [
 ]
 
 for _name in (
+    "ErasureResult",
     "FlowState",
     "RunList",
     "RunSummary",

@@ -4,6 +4,13 @@ The projections themselves (conversation, tools, task, flow, variables, memory,
 executions) are
 defined by docs/graph-encoding.md; where ``tether.memory`` provides one it is
 used, so the control plane reports exactly what an agent would see.
+
+``describe`` reads inside ``tether.crypto.erased_placeholders()``: an erased
+variable, memory or tool-state entry is listed with the value ``{"$erased": true}``
+(its name and key are in its resource key, which is not encrypted), an erased
+message reads ``"[erased]"``, runs whose goal was erased are left out (their ids
+went with it), and each report counts what it found erased in
+``metadata["erased"]`` (absent when nothing was). docs/encryption.md has the table.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import orjson
 from .._errors import InvalidRequest, TetherError
 from .._graph import CausalNode
 from .._txn import Transaction
+from ..memory._erased import ERASED_TEXT, is_erased, placeholder
 from ..store._base import Store
 from .types import StateOperationRequest, StateStoreReport
 
@@ -39,8 +47,12 @@ async def tool_state(store: Store, namespace: str, scope: str) -> dict[str, dict
     """Live tool state of a scope: ``{tool: {key: value}}`` (one indexed read)."""
     heads = await store.resource_heads(namespace, scope, TOOL_STATE_PREFIX)
     out: dict[str, dict[str, Any]] = {}
-    for node in heads.values():
+    for rk, node in heads.items():
         p = node.payload
+        if is_erased(p):
+            tool, _, key = rk[len(TOOL_STATE_PREFIX) :].partition("/")
+            out.setdefault(tool, {})[key] = placeholder()
+            continue
         if not isinstance(p, dict) or p.get("content") is None:
             continue
         tool, _, key = str(p.get("key")).partition("/")
@@ -79,6 +91,10 @@ def _bytes(value: Any) -> int:
     return len(orjson.dumps(value))
 
 
+def _erased(count: int) -> dict[str, int]:
+    return {"erased": count} if count else {}
+
+
 async def report(
     store: Store, req: StateOperationRequest, scope: str, name: str, kinds: dict[str, int]
 ) -> StateStoreReport:
@@ -92,7 +108,10 @@ async def report(
             if n.kind == "resource" and not is_deleted_variable(n)
         }
         run_vars = [k for k in await store.resource_heads(ns, scope, "run:") if ":var:" in k]
-        values = {k: n.payload.get("value") for k, n in live.items()}
+        values = {
+            k: placeholder() if is_erased(n.payload) else n.payload.get("value")
+            for k, n in live.items()
+        }
         return StateStoreReport(
             name=name,
             scope=scope,
@@ -104,27 +123,35 @@ async def report(
                 "types": {k: n.payload.get("type") for k, n in live.items()},
                 "deleted": len(heads) - len(live),
                 "run_variables": len(run_vars),
+                **_erased(sum(1 for n in live.values() if is_erased(n.payload))),
             },
         )
     if name == "memory":
         heads = await store.resource_heads(ns, scope, "semantic:")
-        live = {
+        entries: dict[str, Any] = {
             f"{n.payload['type']}:{n.payload['key']}": n.payload["content"]
             for n in heads.values()
             if is_memory(n)
         }
+        erased = [
+            rk[len("semantic:") :]
+            for rk, n in heads.items()
+            if is_erased(n.payload)
+            and not rk.startswith((f"semantic:{SUMMARY}:", TOOL_STATE_PREFIX))
+        ]
+        entries.update((k, placeholder()) for k in erased)
         by_type: dict[str, int] = {}
-        for k in live:
+        for k in entries:
             t = k.split(":", 1)[0]
             by_type[t] = by_type.get(t, 0) + 1
         return StateStoreReport(
             name=name,
             scope=scope,
-            exists=bool(live),
-            item_count=len(live),
-            size_bytes=_bytes(live),
-            data=live if req.include_data else None,
-            metadata={"types": by_type},
+            exists=bool(entries),
+            item_count=len(entries),
+            size_bytes=_bytes(entries),
+            data=entries if req.include_data else None,
+            metadata={"types": by_type, **_erased(len(erased))},
         )
     if name == "tools":
         state = await tool_state(store, ns, scope)
@@ -135,7 +162,10 @@ async def report(
             item_count=sum(len(v) for v in state.values()),
             size_bytes=_bytes(state),
             data=state if req.include_data else None,
-            metadata={"tools": {t: len(v) for t, v in state.items()}},
+            metadata={
+                "tools": {t: len(v) for t, v in state.items()},
+                **_erased(sum(1 for v in state.values() for x in v.values() if is_erased(x))),
+            },
         )
     if name == "task" and scope == "app":
         from .tasks import list_index
@@ -183,7 +213,11 @@ async def report(
             item_count=len(items),
             size_bytes=_bytes(items),
             data=items if req.include_data else None,
-            metadata={"status": counts},
+            # Runs whose goal was erased lost their run id: counted, not listed.
+            metadata={
+                "status": counts,
+                **_erased(sum(1 for n in nodes if n.kind == "goal" and is_erased(n.payload))),
+            },
         )
     if name == "executions":
         runs = await run_status(store, ns, scope) if kinds.get("goal") else {}
@@ -196,7 +230,8 @@ async def report(
             exists=bool(runs),
             item_count=len(runs),
             data=list(runs.values()) if req.include_data else None,
-            metadata={"status": counts},
+            # Every goal not listed is a run whose goal was erased (with its run id).
+            metadata={"status": counts, **_erased(max(0, kinds.get("goal", 0) - len(runs)))},
         )
     messages = await conversation(store, ns, scope, req.llm)
     return StateStoreReport(
@@ -207,7 +242,10 @@ async def report(
         message_count=len(messages),
         size_bytes=_bytes(messages),
         data=messages if req.include_data else None,
-        metadata={"llm": req.llm},
+        metadata={
+            "llm": req.llm,
+            **_erased(sum(1 for m in messages if m.get("content") == ERASED_TEXT)),
+        },
     )
 
 

@@ -55,6 +55,7 @@ from .. import scopes as scope_names
 from .._errors import InvalidRequest
 from .._graph import CausalNode
 from .._txn import Transaction, transact
+from ..crypto._keyring import erased_placeholders, is_erased
 from ..store._base import Store
 from . import _views, tasks
 from .snapshot import (
@@ -142,8 +143,9 @@ async def describe(
             },
         )
     ]
-    for name in wanted:
-        reports.append(await _views.report(store, req, scope, name, stats.kinds))
+    with erased_placeholders():  # erased data is shown as such (see _views), never fails it
+        for name in wanted:
+            reports.append(await _views.report(store, req, scope, name, stats.kinds))
     missing = tuple(r.name for r in reports[1:] if r.enabled and not r.exists)
     return StateOperationResult(
         operation="describe",
@@ -544,16 +546,19 @@ async def history(
     """
     req = _request(request, fields)
     scope = _need_scope(req, "history")
-    nodes, cursor = await history_page(
-        store,
-        req.namespace,
-        scope,
-        after=req.after,
-        before=req.before,
-        limit=req.limit,
-        descending=req.descending,
-    )
+    with erased_placeholders():  # an erased payload is {"$erased": true}; the node stays
+        nodes, cursor = await history_page(
+            store,
+            req.namespace,
+            scope,
+            after=req.after,
+            before=req.before,
+            limit=req.limit,
+            descending=req.descending,
+        )
     meta: dict[str, Any] = dict(req.metadata)
+    if erased := sum(1 for n in nodes if is_erased(n.payload)):
+        meta["erased"] = erased
     if req.descending:
         meta["next_before"] = cursor
     return StateOperationResult(

@@ -16,6 +16,13 @@ nodes they write, since they commit them at once).
 * **fork** copies the causal closure of one node into a new thread: the same
   node ids (identity ignores sequence and createdAt), renumbered sequences, and
   that node as the only head.
+
+On an encrypted store, export, verify and fork read every payload for real, even
+inside ``erased_placeholders()`` or with ``on_erased="placeholder"``: an erased
+payload raises ``KeyErased`` rather than producing a snapshot (or a fork) of
+placeholders whose identities lie; an export checks the whole scope before its
+first byte. A fork of a thread bound to a user (or of a user's scope) is bound to
+that user too, so erasing the user erases the fork.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from .._errors import Conflict, InvalidSnapshot, NotFound, StoreError
 from .._graph import DEFAULT_LIMITS, SNAPSHOT_VERSION, AgentState, CausalNode, Limits
 from .._validate import NodeChecker
 from .._vocab import Vocabulary
+from ..crypto._keyring import erased_placeholders
+from ..crypto._store import bind_thread, bound_user, encrypted
 from ..store._base import Head, ScopeWrite, Store
 from .types import ScopeCheck
 
@@ -55,9 +64,10 @@ async def _pages(
     """The scope's nodes 1..head.sequence, a page at a time, checking nothing is skipped."""
     after = 0
     while after < head.sequence:
-        nodes = await store.nodes(
-            namespace, scope, after=after, before=head.sequence + 1, limit=page
-        )
+        with erased_placeholders(False):  # a snapshot never holds a placeholder
+            nodes = await store.nodes(
+                namespace, scope, after=after, before=head.sequence + 1, limit=page
+            )
         if not nodes:
             raise StoreError(
                 f"scope {scope!r} says it holds {head.sequence} nodes but the store returned "
@@ -96,6 +106,11 @@ async def export_chunks(
     exporting are left out. A reset during the export raises ``Conflict``.
     """
     head = await store.head(namespace, scope)
+    if encrypted(store) is not None:
+        # Every payload must decrypt before the first byte goes out, so an erased one
+        # is a KeyErased error up front, never a truncated snapshot (a second read).
+        async for _ in _pages(store, namespace, scope, head, page=page):
+            pass
     yield b'{"version":%d,"nodes":[' % SNAPSHOT_VERSION
     done = 0
     async for nodes in _pages(store, namespace, scope, head, page=page):
@@ -309,7 +324,8 @@ async def fork_thread(
     wanted = [node_id]
     while wanted:
         batch, wanted = wanted[:PAGE], wanted[PAGE:]
-        found = await store.get_nodes(namespace, source, batch)
+        with erased_placeholders(False):  # an erased node cannot be copied
+            found = await store.get_nodes(namespace, source, batch)
         for nid in batch:
             n = found.get(nid)
             if n is None:
@@ -331,6 +347,16 @@ async def fork_thread(
     ordered = sorted(closure.values(), key=lambda n: n.sequence)
     nodes = tuple(dataclasses.replace(n, sequence=i) for i, n in enumerate(ordered, 1))
     await _same_generation(store, namespace, source, src_head)
+    owner = (
+        source[5:]
+        if source.startswith("user:")
+        else await bound_user(store, namespace, source[7:])
+        if source.startswith("thread:")
+        else None
+    )
+    if owner is not None and target.startswith("thread:"):
+        # The fork holds the user's data: it is erased with the user, like the source.
+        await bind_thread(store, namespace, target[7:], owner)
     await store.commit(
         namespace,
         [

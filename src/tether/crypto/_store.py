@@ -361,6 +361,17 @@ async def rotate(
     return await _require(store).rotate(new, old=old)
 
 
+async def bound_user(store: Store, namespace: str, thread_id: str) -> str | None:
+    """The user a thread is bound to (erased with), or None (unbound, or not encrypted)."""
+    enc = encrypted(store)
+    if enc is None:
+        return None
+    enc._open()
+    check_name("namespace", namespace)
+    scopes.thread(thread_id)
+    return await enc.keyring.binding(namespace, thread_id)
+
+
 async def bind_thread(
     store: Store, namespace: str, thread_id: str, user_id: str, *, strict: bool = True
 ) -> bool:

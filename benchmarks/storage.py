@@ -476,6 +476,19 @@ def markdown(doc: dict[str, Any]) -> str:
             f"{by['floor_per_turn']:,.0f} |",
             "",
         ]
+    lines += [
+        "Where the time goes. The storage layer's own gap to the floor is mostly the unique "
+        "index on node ids that content addressing needs (ids are hashes, so each insert "
+        "lands on a random index page: about 10% at 10,000 turns) and validating the write. "
+        "The rest of the whole path is the core's work per turn, outside the store: reading "
+        "the head, canonicalising and hashing two nodes, and the `Transaction`'s "
+        "bookkeeping. On PostgreSQL the floor is one INSERT statement; tether makes two "
+        "round trips (the head read, then one `tether_commit` call that checks and moves "
+        "the head and inserts the nodes). The cold load decodes every row into a "
+        "`CausalNode` (ids, parents, timestamp, payload); the floor only parses the JSON. "
+        "Details: [docs/storage.md](docs/storage.md).",
+        "",
+    ]
     return "\n".join(lines)
 
 

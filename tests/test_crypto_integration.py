@@ -4,17 +4,21 @@ placeholder or raises ``KeyErased`` (never garbage, never a crash)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from click.testing import CliRunner, Result
 from hypothesis import given
 from hypothesis import strategies as st
 
 from _server_helpers import demo_agent
 from tether import InvalidRequest, control, scopes
 from tether._graph import CausalNode
+from tether.cli import main
 from tether.control import ErasureResult
 from tether.crypto import (
     Cipher,
@@ -424,3 +428,89 @@ async def test_erasing_needs_an_encrypted_store() -> None:
         assert (await demo_agent(plain).runs()).runs == runs  # nothing changed
     finally:
         await plain.close()
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _cli(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> Result:
+    return CliRunner().invoke(main, list(args), env=env, input=input, catch_exceptions=False)
+
+
+@pytest.fixture
+def encrypted_db(tmp_path: Path, key: MasterKey) -> tuple[str, dict[str, str]]:
+    """A SQLite file an agent worked on (alice on t1, bob on t2), and the CLI's env."""
+    path = str(tmp_path / "cli.db")
+
+    async def fill() -> None:
+        async with await open_store(path, cipher=key) as s:
+            agent = demo_agent(s)
+            await agent.step("What's the weather in Paris?", thread="t1", user="alice")
+            await agent.step("What's the weather in Rome?", thread="t2", user="bob")
+
+    asyncio.run(fill())
+    return path, {"TETHER_MASTER_KEY": key.to_base64()}
+
+
+def test_cli_opens_encrypted_stores_with_the_key_from_the_environment(
+    encrypted_db: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    db, env = encrypted_db
+    no_key = _cli("--store", db, "describe", "--thread", "t1", env={"TETHER_MASTER_KEY": ""})
+    assert no_key.exit_code == 1 and "error [missing_key]" in no_key.stderr
+    wrong = _cli(
+        "--store", db, "threads", env={"TETHER_MASTER_KEY": MasterKey.generate().to_base64()}
+    )
+    assert wrong.exit_code == 1 and "error [wrong_key]" in wrong.stderr
+    ok = _cli("--store", db, "--json", "describe", "--thread", "t1", "--data", env=env)
+    assert ok.exit_code == 0, ok.stderr
+    conversation = next(r for r in orjson.loads(ok.stdout)["stores"] if r["name"] == "conversation")
+    assert "Paris" in str(conversation["data"])
+    # A plaintext store refuses a key rather than mixing plaintext and ciphertext.
+    plain = str(tmp_path / "plain.db")
+    asyncio.run(_plain_store(plain))
+    mixed = _cli("--store", plain, "threads", env=env)
+    assert mixed.exit_code == 1 and "error [not_encrypted]" in mixed.stderr
+    refused = _cli("--store", plain, "--json", "erase-user", "--user", "alice", "--yes")
+    assert refused.exit_code == 1
+    assert orjson.loads(refused.stderr)["code"] == "not_encrypted"
+
+
+async def _plain_store(path: str) -> None:
+    async with await open_store(path) as s:
+        await demo_agent(s).step("hello", thread="t1", user="alice")
+
+
+def test_cli_erase_user(encrypted_db: tuple[str, dict[str, str]], tmp_path: Path) -> None:
+    db, env = encrypted_db
+    base = ("--store", db, "--json")
+    declined = _cli(*base, "erase-user", "--user", "alice", env=env, input="n\n")
+    assert declined.exit_code == 1 and "Aborted" in declined.stderr
+    assert "Erase user alice" in declined.stderr
+    assert _cli(*base, "history", "--thread", "t1", env=env).stdout.count('"$erased"') == 0
+    bad = _cli(*base, "erase-user", "--user", "", "--yes", env=env)
+    assert bad.exit_code == 2
+
+    r = _cli(*base, "erase-user", "--user", "alice", env=env, input="y\n")
+    assert r.exit_code == 0, r.stderr
+    result = ErasureResult.from_dict(orjson.loads(r.stdout))
+    assert (result.user, result.keys_destroyed, result.threads) == ("alice", 1, 1)
+    assert result.unindexed_runs == 1
+    human = _cli("--store", db, "erase-user", "--user", "alice", "--yes", env=env)
+    assert human.exit_code == 0 and "nothing left to erase for user alice" in human.stdout
+
+    # What remains reads as erased; what would lie fails with a typed error.
+    history = orjson.loads(_cli(*base, "history", "--thread", "t1", env=env).stdout)
+    assert history["nodes"] and all(n["payload"] == ERASED for n in history["nodes"])
+    shown = _cli("--store", db, "describe", "--thread", "t1", "--data", env=env)
+    assert shown.exit_code == 0 and "[erased]" in shown.stdout
+    out = tmp_path / "t1.json"
+    for args in (("export", "--thread", "t1"), ("export", "--thread", "t1", "-o", str(out))):
+        failed = _cli(*base, *args, env=env)
+        assert failed.exit_code == 1 and failed.stdout == ""
+        assert orjson.loads(failed.stderr)["code"] == "key_erased"
+    assert not out.exists() and not Path(f"{out}.part").exists()
+    verify = _cli("--store", db, "verify", "--thread", "t1", env=env)
+    assert verify.exit_code == 1 and "error [key_erased]" in verify.stderr
+    # Bob is untouched.
+    assert _cli("--store", db, "verify", "--thread", "t2", env=env).exit_code == 0

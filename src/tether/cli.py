@@ -5,7 +5,10 @@
     tether runs --status suspended      every run waiting for a human
 
 Every command works on a store URL (default ``./tether.db``, or ``$TETHER_STORE``)
-and a namespace (default ``default``, or ``$TETHER_NAMESPACE``). People get tables
+and a namespace (default ``default``, or ``$TETHER_NAMESPACE``). An encrypted
+store opens with the master key in ``$TETHER_MASTER_KEY`` (or the file named by
+``$TETHER_MASTER_KEY_FILE``; ``..._OLD`` during a rotation, see docs/encryption.md);
+``tether erase-user --user ID`` erases a user there. People get tables
 and progress bars; scripts pass ``--json`` and read one JSON document on stdout
 (the operation's ``StateOperationResult.to_dict()``). Library errors are turned
 into one line at this edge and nowhere else.
@@ -108,7 +111,11 @@ async def _open(settings: Settings, *, create: bool) -> Store:
                 f"no store at {path}: run `tether demo` to make one, or pass --store URL",
                 path=path,
             )
-    return await open_store(settings.store_url)
+    from .crypto import cipher_from_env
+
+    # Encrypted when $TETHER_MASTER_KEY (or _FILE) is set; without it an encrypted
+    # store refuses to open (MissingKey), so the key never goes on a command line.
+    return await open_store(settings.store_url, cipher=cipher_from_env())
 
 
 def run(settings: Settings, fn: Callable[[Store], Awaitable[T]], *, create: bool = False) -> T:
@@ -656,6 +663,44 @@ def reset(
         click.confirm(f"Reset {what} in {s.store_url}?", abort=True, err=True)
     result = run(s, lambda store: control.reset(store, req))
     emit(s, result.to_dict(), lambda c: render.reset(c, result))
+
+
+# --------------------------------------------------------------------------- erase-user
+
+
+@main.command(name="erase-user")
+@click.option("--user", "-u", metavar="ID", required=True, help="The user to erase.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def erase_user(ctx: click.Context, user: str, yes: bool) -> None:
+    """Erase a user of an encrypted store: destroy their data key, for good.
+
+    Every payload of user:ID and of the threads bound to the user becomes unreadable
+    at once (here and in every copy of the database); the nodes and their ids stay.
+    Needs $TETHER_MASTER_KEY. See docs/encryption.md.
+    """
+    s = _settings(ctx)
+    req = request(s, user=user)  # validates the user id (a usage error, exit 2)
+    if not yes:
+        click.confirm(
+            f"Erase user {req.user} of namespace {s.namespace} in {s.store_url}? "
+            "Their data cannot be recovered",
+            abort=True,
+            err=True,
+        )
+    result = run(s, lambda store: control.erase_user(store, s.namespace, user))
+    emit(
+        s,
+        result.to_dict(),
+        lambda c: c.print(
+            f"erased user {user}: {result.keys_destroyed} data key(s) destroyed, "
+            f"{result.threads} bound thread(s) unreadable, "
+            f"{result.unindexed_runs} run(s) taken out of the run index"
+            if result.erased
+            else f"nothing left to erase for user {user} "
+            f"({result.unindexed_runs} run(s) taken out of the run index)"
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- compact

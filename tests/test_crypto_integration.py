@@ -9,13 +9,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from click.testing import CliRunner, Result
 from hypothesis import given
 from hypothesis import strategies as st
 
-from _server_helpers import demo_agent
+from _server_helpers import TOKEN, demo_agent, serve
 from tether import InvalidRequest, control, scopes
 from tether._graph import CausalNode
 from tether.cli import main
@@ -43,7 +44,10 @@ from tether.memory import (
     semantic_memory,
 )
 from tether.memory.projection import flatten
+from tether.server import Tokens, create_app
+from tether.server.auth import dev_token
 from tether.store import Store, open_store
+from tether.store.memory import MemoryStore
 
 NS = "default"
 
@@ -514,3 +518,142 @@ def test_cli_erase_user(encrypted_db: tuple[str, dict[str, str]], tmp_path: Path
     assert verify.exit_code == 1 and "error [key_erased]" in verify.stderr
     # Bob is untouched.
     assert _cli("--store", db, "verify", "--thread", "t2", env=env).exit_code == 0
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+def _http(app: Any, token: str = TOKEN) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://tether",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+
+
+async def test_http_erase_and_every_view_of_erased_data(store: Store) -> None:
+    agent = demo_agent(store)
+    await agent.step("What's the weather in Paris?", thread="t1", user="alice")
+    await agent.step("Please note that my plan is gold.", thread="t1", user="alice")
+    await agent.step("What's the weather in Rome?", thread="t2", user="bob")
+    run = (await list_runs(store, NS, "t1"))[0].run
+    node = (await store.nodes(NS, "thread:t1"))[0].id
+    reader = "reader-token-" + "9" * 20
+    tokens = Tokens(
+        [
+            dev_token(TOKEN, name="admin", grants=["state.*", "agent.*"]),
+            dev_token(reader, name="reader", grants=["state.describe", "state.history"]),
+        ]
+    )
+    app = create_app(store, tokens=tokens, agent=demo_agent)
+    async with _http(app) as c, _http(app, reader) as r:
+        denied = await r.post("/v1/ns/default/users/alice/erase")
+        assert denied.status_code == 403 and denied.json()["details"]["grant"] == "state.erase"
+        assert (await r.get("/v1/ns/default/threads/t1/history")).text.count("$erased") == 0
+
+        erased = await c.post("/v1/ns/default/users/alice/erase")
+        assert erased.status_code == 200, erased.text
+        result = ErasureResult.from_dict(erased.json())
+        assert (result.keys_destroyed, result.threads, result.unindexed_runs) == (1, 1, 2)
+
+        # What remains is shown as erased...
+        d = (await r.get("/v1/ns/default/threads/t1", params={"include_data": True})).json()
+        stores = {s["name"]: s for s in d["stores"]}
+        assert {m["content"] for m in stores["conversation"]["data"]} == {"[erased]"}
+        assert stores["variables"]["data"] == {"last_answer": ERASED}
+        assert (
+            stores["executions"]["data"] == [] and stores["executions"]["metadata"]["erased"] == 2
+        )
+        history = (await r.get("/v1/ns/default/threads/t1/history")).json()
+        assert history["nodes"] and all(n["payload"] == ERASED for n in history["nodes"])
+        for path, params in (
+            ("/v1/ns/default/resources", {"scope": "user:alice"}),
+            ("/v1/ns/default/resources", {"scope": "thread:t1", "prefix": "var:"}),
+        ):
+            got = await c.get(path, params=params)
+            assert got.status_code == 200, got.text
+            resources = got.json()["resources"]
+            assert resources and all(n["payload"] == ERASED for n in resources.values())
+        versions = await c.get(
+            "/v1/ns/default/versions", params={"scope": "thread:t1", "key": "var:last_answer"}
+        )
+        assert [v["payload"] for v in versions.json()["versions"]] == [ERASED]
+        # ...and what would have to lie answers 410 key_erased (a JSON error, no stream).
+        gone = [
+            await c.get("/v1/ns/default/threads/t1/export"),
+            await c.get("/v1/ns/default/threads/t1/verify"),
+            await c.get(f"/v1/ns/default/threads/t1/runs/{run}"),
+            await c.post("/v1/ns/default/threads/t1/fork", json={"node": node}),
+            await c.post("/state/export", json={"thread": "t1"}),
+            await c.post("/v1/ns/default/threads/t1/step", json={"input": "hi", "user": "alice"}),
+        ]
+        for g in gone:
+            assert g.status_code == 410, (g.request.url, g.text)
+            assert g.headers["content-type"] == "application/json"
+            assert g.json()["code"] == "key_erased"
+        # Bob is untouched.
+        assert (await c.get("/v1/ns/default/threads/t2/verify")).json()["ok"] is True
+        assert "$erased" not in (await c.get("/v1/ns/default/threads/t2/history")).text
+
+
+async def test_http_erase_on_a_plaintext_store_is_a_conflict() -> None:
+    plain = await open_store("memory://")
+    try:
+        app = create_app(plain, tokens=Tokens.single(TOKEN))
+        async with _http(app) as c:
+            got = await c.post("/v1/ns/default/users/alice/erase")
+            assert got.status_code == 409 and got.json()["code"] == "not_encrypted"
+            bad = await c.post("/v1/ns/default/users/%20x%0A/erase")
+            assert bad.status_code == 400
+    finally:
+        await plain.close()
+
+
+async def test_a_server_given_a_url_uses_the_master_key_from_the_environment(
+    tmp_path: Path, key: MasterKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'srv.db'}"
+    async with await open_store(url, cipher=key) as s:
+        await demo_agent(s).step("What's the weather in Paris?", thread="t1", user="alice")
+    monkeypatch.delenv("TETHER_MASTER_KEY", raising=False)
+    monkeypatch.delenv("TETHER_MASTER_KEY_FILE", raising=False)
+    without = create_app(url, tokens=Tokens.single(TOKEN))
+    async with _http(without) as c:
+        got = await c.get("/v1/ns/default/threads/t1")
+        assert got.status_code == 503 and got.json()["code"] == "missing_key"
+    await without.state.tether.close()
+    monkeypatch.setenv("TETHER_MASTER_KEY", key.to_base64())
+    app = create_app(url, tokens=Tokens.single(TOKEN))
+    try:
+        async with _http(app) as c:
+            got = await c.get("/v1/ns/default/threads/t1", params={"include_data": True})
+            assert got.status_code == 200 and "Paris" in got.text
+            assert (await c.post("/v1/ns/default/users/alice/erase")).status_code == 200
+            assert "[erased]" in (await c.get("/v1/ns/default/threads/t1?include_data=true")).text
+    finally:
+        await app.state.tether.close()
+    with pytest.raises(InvalidRequest):
+        create_app(MemoryStore(), tokens=Tokens.single(TOKEN), cipher=key)
+
+
+@pytest.mark.slow
+def test_tether_serve_opens_an_encrypted_store(
+    tmp_path: Path, key: MasterKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "served.db"
+
+    async def fill() -> None:
+        async with await open_store(str(db), cipher=key) as s:
+            await demo_agent(s).step("What's the weather in Paris?", thread="t1", user="alice")
+
+    asyncio.run(fill())
+    monkeypatch.setenv("TETHER_MASTER_KEY", key.to_base64())
+    with serve(db, tmp_path / "serve.log") as served:
+        base = served.url.rstrip("/")
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        shown = httpx.get(f"{base}/v1/ns/default/threads/t1?include_data=true", headers=auth)
+        assert shown.status_code == 200 and "Paris" in shown.text
+        erased = httpx.post(f"{base}/v1/ns/default/users/alice/erase", headers=auth)
+        assert erased.status_code == 200 and erased.json()["keys_destroyed"] == 1
+        export = httpx.get(f"{base}/v1/ns/default/threads/t1/export", headers=auth)
+        assert export.status_code == 410 and export.json()["code"] == "key_erased"

@@ -100,6 +100,8 @@ ENDPOINTS: list[tuple[str, str, Any, str | None]] = [
         None,
         "state.history",
     ),
+    # A plain store: refused with 409 not_encrypted once the grant lets it through.
+    ("POST", "/v1/ns/default/users/ada/erase", None, "state.erase"),
     ("POST", "/v1/ns/default/threads/support-1/step", {"input": "hi", "user": "ada"}, "agent.step"),
     ("POST", "/v1/ns/default/threads/support-1/resume", None, "agent.step"),
     ("POST", "/v1/ns/default/threads/support-1/approve", {"call": "call_x"}, "agent.approve"),

@@ -47,6 +47,7 @@ class Server:
         *,
         tokens: Tokens,
         agent: Agent | AgentFactory | None = None,
+        cipher: Any = None,
     ) -> None:
         if isinstance(store, Store):
             self._store: Store | None = store
@@ -54,6 +55,7 @@ class Server:
         else:
             self._store, self._url = None, store
         self._lock = asyncio.Lock()
+        self.cipher = cipher  # for a store opened from its URL (open_store's cipher=)
         self.tokens = tokens
         self.agent = agent
         self._agents: OrderedDict[str, Agent] = OrderedDict()
@@ -67,7 +69,7 @@ class Server:
             async with self._lock:
                 if self._store is None:
                     assert self._url is not None
-                    self._store = await open_store(self._url)
+                    self._store = await open_store(self._url, cipher=self.cipher)
         return self._store
 
     async def close(self) -> None:

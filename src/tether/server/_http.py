@@ -21,6 +21,7 @@ from .._errors import (
     StoreError,
     TetherError,
 )
+from ..crypto._errors import CipherError, KeyErased, MissingKey, WrongKey
 from ..models._errors import ModelError
 from .auth import Forbidden, Unauthorized
 from .limits import TooLarge
@@ -34,9 +35,16 @@ STATUS_CODES: Final[dict[int, str]] = {
     403: "The token lacks the grant or the namespace.",
     404: "No such thread, node or run (or route).",
     409: "Conflict: the state moved, the target is not empty, or the run awaits approval.",
+    410: "Gone: the data was erased (KeyErased, code key_erased); what remains is readable "
+    "through describe and history, where it shows as erased.",
     413: "The request body (or a snapshot in it) is too large.",
     422: "The snapshot failed import validation (InvalidSnapshot): code and node named.",
 }
+
+
+# Requests that the store's encryption state refuses: erasing on an unencrypted store,
+# binding a thread that already has an owner or content.
+_CIPHER_CONFLICTS: Final = frozenset({"not_encrypted", "thread_bound", "thread_not_empty"})
 
 
 def status_for(err: TetherError) -> int:
@@ -58,8 +66,12 @@ def status_for(err: TetherError) -> int:
         return 409 if err.code == "run_suspended" else 400
     if isinstance(err, ModelError):
         return 502
-    if isinstance(err, StoreError):
-        return 503
+    if isinstance(err, StoreError | WrongKey | MissingKey):
+        return 503  # the server cannot use its store (a master key it lacks, or the wrong one)
+    if isinstance(err, KeyErased):
+        return 410
+    if isinstance(err, CipherError) and err.code in _CIPHER_CONFLICTS:
+        return 409
     return 500
 
 

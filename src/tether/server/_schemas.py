@@ -295,6 +295,21 @@ STEP_RESULT: Final[Schema] = {
     },
 }
 
+ERASURE_RESULT: Final[Schema] = {
+    "type": "object",
+    "description": "ErasureResult: the data keys destroyed (ids only) and what followed.",
+    "required": ["operation", "namespace", "user", "keys_destroyed", "key_ids", "threads"],
+    "properties": {
+        "operation": {"type": "string", "enum": ["erase"]},
+        "namespace": {"type": "string"},
+        "user": {"type": "string"},
+        "keys_destroyed": {"type": "integer", "minimum": 0},
+        "key_ids": {"type": "array", "items": {"type": "string"}},
+        "threads": {"type": "integer", "minimum": 0},
+        "unindexed_runs": {"type": "integer", "minimum": 0},
+    },
+}
+
 COMPONENTS: Final[dict[str, Schema]] = {
     "Error": ERROR,
     "StateOperationRequest": REQUEST,
@@ -313,4 +328,5 @@ COMPONENTS: Final[dict[str, Schema]] = {
     "DecisionRequest": DECISION_REQUEST,
     "ResumeRequest": RESUME_REQUEST,
     "StepResult": STEP_RESULT,
+    "ErasureResult": ERASURE_RESULT,
 }

@@ -9,8 +9,9 @@ Routes (docs/http.md has the details; ``/openapi.json`` the schema):
   operation (describe, reset, compact, export, import, history, fork, verify);
   the namespace is the body's ``namespace``;
 * ``/v1/ns/{namespace}/...``: threads, a thread's description, history, export,
-  import, fork, verify, reset, a run's execution, resource heads and versions;
-  with an agent, ``step``, ``resume``, ``approve`` and ``reject``;
+  import, fork, verify, reset, a run's execution, resource heads and versions,
+  erasing a user (``POST .../users/{user}/erase``, grant ``state.erase``, an
+  encrypted store); with an agent, ``step``, ``resume``, ``approve`` and ``reject``;
 * ``GET /v1/whoami``: what the caller's token may do; ``GET /healthz``;
 * ``/``: the inspector (static files; it asks for a token and calls the API).
 
@@ -65,6 +66,7 @@ def create_app(
     agent: Agent | AgentFactory | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY,
     inspector: bool = True,
+    cipher: Any = "env",
 ) -> FastAPI:
     """The ASGI app serving ``store`` (a ``Store``, kept open, or a URL, opened and closed here).
 
@@ -72,7 +74,10 @@ def create_app(
     (``$TETHER_TOKENS_FILE``, ``$TETHER_TOKEN``); a server with no token refuses
     to start. ``agent``: an ``Agent`` (serving its own namespace) or a factory
     ``(store, namespace) -> Agent``; without one the agent routes are absent.
-    ``max_body_bytes`` bounds every request body (413 beyond it).
+    ``max_body_bytes`` bounds every request body (413 beyond it). ``cipher``
+    (for a URL): what ``open_store(url, cipher=...)`` takes, None for none, or
+    ``"env"`` (the default) for ``tether.crypto.cipher_from_env()``: the master key
+    in ``$TETHER_MASTER_KEY`` (or ``_FILE``), if set (docs/encryption.md).
     """
     if isinstance(tokens, Tokens):
         known = tokens
@@ -88,7 +93,17 @@ def create_app(
         )
     if agent is not None and not (isinstance(agent, Agent) or callable(agent)):
         raise InvalidRequest(f"agent is an Agent or a factory (store, namespace), got {agent!r}")
-    server = Server(store, tokens=known, agent=agent)
+    if isinstance(cipher, str) and cipher == "env":
+        from ..crypto import cipher_from_env
+
+        cipher = cipher_from_env() if isinstance(store, str) else None
+    elif cipher is not None and not isinstance(store, str):
+        raise InvalidRequest(
+            "cipher= applies to a store URL; a Store object is already open (encrypted or "
+            "not): open it with open_store(url, cipher=...)",
+            field="cipher",
+        )
+    server = Server(store, tokens=known, agent=agent, cipher=cipher)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -15,7 +15,8 @@ Each token names its **grants** (operations) and **namespaces**::
 
 (JSON or YAML). ``sha256`` is ``hashlib.sha256(token.encode()).hexdigest()``;
 ``token_env`` names an environment variable holding the token itself, hashed at
-load. A grant is an operation name (``GRANTS``), ``state.*``, ``agent.*`` or ``*``;
+load. A grant is an operation name (``GRANTS``), ``state.*``, ``agent.*`` or ``*``
+(``state.erase``, erasing a user of an encrypted store for good, is in ``state.*``);
 a namespace pattern is a name, a prefix ending in ``*``, or ``*`` for all.
 ``TETHER_TOKEN`` in the environment adds a single token named ``env`` with every
 grant on every namespace (for development).
@@ -64,6 +65,7 @@ GRANTS: Final[tuple[str, ...]] = (
     "state.compact",
     "state.fork",
     "state.verify",
+    "state.erase",
     "agent.step",
     "agent.approve",
 )

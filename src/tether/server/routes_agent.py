@@ -32,7 +32,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "The run as the graph records it: completed, suspended or failed.",
         "content": {"application/json": {"schema": ref("StepResult")}},
     },
-    **errors(400, 401, 403, 404, 409, 413),
+    **errors(400, 401, 403, 404, 409, 410, 413),
 }
 
 

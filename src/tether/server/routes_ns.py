@@ -6,6 +6,12 @@ The namespace is the path's ``{namespace}``; each route needs one grant on it
 inspector needs (thread listing, resource heads, versions, a run's executor
 tree) are one store or memory call each.
 
+On an encrypted store, erased data reads as erased (``tether.crypto``): resource
+heads and versions hold ``{"$erased": true}`` payloads, describe and history
+show what remains (``tether.control``); what cannot be shown without lying
+(export, verify, fork, a run's executor tree) answers 410 with code
+``key_erased``. ``POST /users/{user}/erase`` erases a user (grant ``state.erase``).
+
 Thread ids containing ``/`` cannot be named in a path: use ``/state/<operation>``
 with ``thread`` in the body for those.
 """
@@ -22,6 +28,7 @@ from starlette.responses import Response, StreamingResponse
 from .. import control, scopes
 from .._errors import InvalidRequest
 from ..control.types import MAX_PAGE, StateOperationRequest
+from ..crypto import erased_placeholders
 from ..memory.execution import execution_view
 from ..store._base import check_name
 from ._deps import need, server_of
@@ -48,7 +55,7 @@ def _ok(schema: str, description: str) -> dict[int | str, dict[str, Any]]:
     }
 
 
-_READ = errors(400, 401, 403, 413)
+_READ = errors(400, 401, 403, 410, 413)
 _RESULT = _ok("StateOperationResult", "The operation's result.")
 
 
@@ -289,7 +296,8 @@ def router() -> APIRouter:
         run: Annotated[str, Path(min_length=1, max_length=200)],
     ) -> Response:
         _request(namespace, thread=thread, run=run)  # validates all three
-        view = await execution_view(await server_of(request).store(), namespace, thread, run)
+        with erased_placeholders():  # other runs may be erased; this one's erasure is a 410
+            view = await execution_view(await server_of(request).store(), namespace, thread, run)
         return json_response(view.to_dict())
 
     @r.get(
@@ -305,9 +313,9 @@ def router() -> APIRouter:
         prefix: Annotated[str, Query(max_length=512, examples=["var:", "semantic:"])] = "",
     ) -> Response:
         check_name("namespace", namespace)
-        heads = await (await server_of(request).store()).resource_heads(
-            namespace, _scope(scope), prefix
-        )
+        store = await server_of(request).store()
+        with erased_placeholders():  # an erased value is shown as {"$erased": true}
+            heads = await store.resource_heads(namespace, _scope(scope), prefix)
         return json_response(
             {
                 "namespace": namespace,
@@ -331,9 +339,9 @@ def router() -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=_MAX_VERSIONS)] = 100,
     ) -> Response:
         check_name("namespace", namespace)
-        nodes = await (await server_of(request).store()).versions(
-            namespace, _scope(scope), key, limit=limit
-        )
+        store = await server_of(request).store()
+        with erased_placeholders():  # an erased version is shown as {"$erased": true}
+            nodes = await store.versions(namespace, _scope(scope), key, limit=limit)
         return json_response(
             {
                 "namespace": namespace,
@@ -342,5 +350,29 @@ def router() -> APIRouter:
                 "versions": [n.to_dict() for n in nodes],
             }
         )
+
+    @r.post(
+        "/users/{user}/erase",
+        summary="Erase a user of an encrypted store: destroy their data key, for good",
+        description=(
+            "Every payload of user:{user} and of the threads bound to the user becomes "
+            "unreadable at once (in every copy of the database); nodes and ids stay. Also "
+            "takes the user's runs out of the run index. 409 (not_encrypted) on a store "
+            "opened without a master key. Needs the grant `state.erase`."
+        ),
+        responses={
+            **_ok("ErasureResult", "What was destroyed."),
+            **errors(400, 401, 403, 409, 413),
+        },
+    )
+    async def erase_user(
+        request: Request,
+        token: Annotated[Token, need("state.erase")],
+        namespace: NamespacePath,
+        user: Annotated[str, Path(min_length=1, max_length=200)],
+    ) -> Response:
+        _request(namespace, user=user)  # validates both
+        result = await control.erase_user(await server_of(request).store(), namespace, user)
+        return json_response(result.to_dict())
 
     return r

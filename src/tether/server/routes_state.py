@@ -85,6 +85,6 @@ def _add(r: APIRouter, op: str) -> None:
                 "description": "The operation's result.",
                 "content": {"application/json": {"schema": ref("StateOperationResult")}},
             },
-            **errors(400, 401, 403, 404, 409, 413, 422),
+            **errors(400, 401, 403, 404, 409, 410, 413, 422),
         },
     )

@@ -126,3 +126,12 @@ def test_parent_must_exist_and_payload_limit() -> None:
         s.append("goal", {"x": "y" * 200})
     assert e.value.code == "too_large"
     assert len(s) == 0
+
+
+def test_trailing_newline_is_not_a_valid_name_or_id() -> None:
+    dyn = AgentState(vocabulary=Vocabulary(allow_dynamic=True))
+    with pytest.raises(InvalidNode) as e:
+        dyn.semantic("memory\n", "k", 1)
+    assert e.value.code == "semantic_type"
+    with pytest.raises(InvalidNode):
+        node_id("goal", ["cw_" + "a" * 24 + "\n"], {})

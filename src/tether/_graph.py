@@ -131,7 +131,7 @@ def node_id(
     """The content identity of a node: ``cw_`` + sha256(JCS(body))[:24] (SPEC §1)."""
     ps = sorted(set(parents))
     for p in ps:
-        if not isinstance(p, str) or not ID_PATTERN.match(p):
+        if not isinstance(p, str) or not ID_PATTERN.fullmatch(p):
             raise InvalidNode(f"parent {p!r} is not a node id", code="shape")
     return _identity(kind, ps, canonical_payload(payload), resource_key)
 
@@ -153,7 +153,7 @@ def check_semantic_payload(payload: Any) -> tuple[str, str]:
             'a semantic payload is exactly {"type": str, "key": non-empty str, "content": any}',
             code="semantic_payload",
         )
-    if not TYPE_NAME.match(payload["type"]):
+    if not TYPE_NAME.fullmatch(payload["type"]):
         raise InvalidNode(
             f"semantic type {payload['type']!r} must match {TYPE_NAME.pattern}",
             code="semantic_type",

@@ -147,7 +147,7 @@ class NodeChecker:
         if not isinstance(raw, dict):
             _fail("shape", "a node is an object", i)
         nid = raw.get("id")
-        if not isinstance(nid, str) or not ID_PATTERN.match(nid):
+        if not isinstance(nid, str) or not ID_PATTERN.fullmatch(nid):
             _fail("shape", f"id {nid!r} is not cw_ + 24 hex digits", i)
         keys = raw.keys()
         if keys != _NODE_KEYS and keys != _NODE_KEYS_RK:

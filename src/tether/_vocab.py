@@ -19,7 +19,7 @@ class NodeType:
     description: str = ""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not TYPE_NAME.match(self.name):
+        if not isinstance(self.name, str) or not TYPE_NAME.fullmatch(self.name):
             raise InvalidNode(
                 f"semantic type name {self.name!r} must match {TYPE_NAME.pattern}",
                 code="semantic_type",
@@ -72,7 +72,7 @@ class Vocabulary:
 
     def check(self, name: object) -> str:
         """Return ``name`` if it may be written, else raise InvalidNode(code="semantic_type")."""
-        if not isinstance(name, str) or not TYPE_NAME.match(name):
+        if not isinstance(name, str) or not TYPE_NAME.fullmatch(name):
             raise InvalidNode(
                 f"semantic type {name!r} must be a bounded lowercase name ({TYPE_NAME.pattern})",
                 code="semantic_type",

@@ -197,10 +197,10 @@ class StateOperationRequest:
         _opt_ident("thread", self.thread)
         _opt_ident("user", self.user)
         _bool("app", self.app)
-        if self.run is not None and not (isinstance(self.run, str) and _RUN_ID.match(self.run)):
+        if self.run is not None and not (isinstance(self.run, str) and _RUN_ID.fullmatch(self.run)):
             raise _bad("run", f"must be a run id (printable, no spaces), got {self.run!r}")
         if self.variable is not None and not (
-            isinstance(self.variable, str) and _VAR_NAME.match(self.variable)
+            isinstance(self.variable, str) and _VAR_NAME.fullmatch(self.variable)
         ):
             raise _bad("variable", f"must be a variable name, got {self.variable!r}")
         _bool("whole_namespace", self.whole_namespace)
@@ -221,7 +221,7 @@ class StateOperationRequest:
         object.__setattr__(self, "limit", _int("limit", self.limit, minimum=1, maximum=MAX_PAGE))
         _bool("descending", self.descending)
         if self.node is not None and not (
-            isinstance(self.node, str) and ID_PATTERN.match(self.node)
+            isinstance(self.node, str) and ID_PATTERN.fullmatch(self.node)
         ):
             raise _bad("node", f"must be a node id (cw_ + 24 hex digits), got {self.node!r}")
         _opt_ident("new_thread", self.new_thread)

@@ -133,7 +133,7 @@ class AgentMemory:
         name: str = "memory",
         initial: Mapping[str, Any] | None = None,
     ) -> None:
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise InvalidRequest(f"memory name {name!r} must match {_NAME.pattern}", field="name")
         scopes.parse(scope)
         self._store = store

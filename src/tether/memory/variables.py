@@ -58,7 +58,7 @@ class VarDecl:
     default: Any = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.match(self.name):
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise InvalidRequest(
                 f"variable name {self.name!r} must match {_NAME.pattern}", field="name"
             )

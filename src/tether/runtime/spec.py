@@ -100,7 +100,7 @@ _ALIASES: Final = {
 
 
 def _name(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not NAME.match(value):
+    if not isinstance(value, str) or not NAME.fullmatch(value):
         raise SpecError(
             f"{what} {value!r} must start with a letter or '_' and hold at most 64 "
             "letters, digits, '_' or '-'"

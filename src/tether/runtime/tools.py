@@ -72,7 +72,7 @@ class Tool:
     credentials: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.match(self.name):
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise ToolDefinitionError(
                 f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-' "
                 "(what model APIs accept)"

@@ -113,7 +113,7 @@ class Token:
     namespaces: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.match(self.name):
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise AuthConfigError(
                 f"token name {self.name!r}: use 1-64 letters, digits or _.@-", field="name"
             )
@@ -345,7 +345,7 @@ def _entry(i: int, raw: Any, env: Mapping[str, str]) -> Token:
         digest = bytes.fromhex(hexd)
     else:
         var = raw["token_env"]
-        if not isinstance(var, str) or not _ENV_NAME.match(var):
+        if not isinstance(var, str) or not _ENV_NAME.fullmatch(var):
             raise AuthConfigError(
                 f"token {where}: token_env names an environment variable", field="token_env"
             )

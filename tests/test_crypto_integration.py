@@ -657,3 +657,86 @@ def test_tether_serve_opens_an_encrypted_store(
         assert erased.status_code == 200 and erased.json()["keys_destroyed"] == 1
         export = httpx.get(f"{base}/v1/ns/default/threads/t1/export", headers=auth)
         assert export.status_code == 410 and export.json()["code"] == "key_erased"
+
+
+# --------------------------------------------------------------------------- inspector
+
+
+@pytest.mark.slow
+def test_the_inspector_shows_erased_data_as_erased(
+    tmp_path: Path, key: MasterKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_inspector_browser import ARGS, CHROMIUM, _need_browser
+
+    sync_playwright = _need_browser()
+    db = tmp_path / "inspected.db"
+
+    async def fill() -> None:
+        async with await open_store(str(db), cipher=key) as s:
+            agent = demo_agent(s)
+            await agent.step("Hello, my name is Alice.", thread="t1", user="alice")
+            await agent.step("What's the weather in Paris?", thread="t1", user="alice")
+            await agent.step("Please note that my plan is gold.", thread="t1", user="alice")
+            await agent.step("What's the weather in Rome?", thread="t2", user="bob")
+            await control.erase_user(s, NS, "alice")
+
+    asyncio.run(fill())
+    monkeypatch.setenv("TETHER_MASTER_KEY", key.to_base64())
+    problems: list[str] = []
+    with (
+        serve(db, tmp_path / "serve.log", "--agent", "_server_helpers:demo_agent") as served,
+        sync_playwright() as p,
+    ):
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on(
+                "console",
+                lambda m: (
+                    problems.append(m.text)
+                    if m.type == "error" and "status of 410" not in m.text  # the Export below
+                    else None
+                ),
+            )
+            page.goto(served.url)
+            page.fill("#token", TOKEN)
+            page.click("#connect")
+            page.click("[data-thread='t1']")
+            page.wait_for_selector("svg.graph")
+            nodes = page.locator("g.node")
+            assert nodes.count() == page.locator("g.node-erased").count() > 5
+            assert "erased" in page.inner_text(".thread-stats")
+            page.locator("g.node[data-kind='goal']").first.click()
+            panel = page.inner_text("#node-panel")
+            assert "This payload was erased" in panel and "Alice" not in panel
+            assert page.locator("[data-paneltab='state']").count() == 0
+            page.screenshot(path=str(tmp_path / "inspector-erased-node.png"))
+
+            page.click("[data-tab='conversation']")
+            page.wait_for_selector(".msg-erased")
+            assert page.locator(".msg").count() == page.locator(".msg-erased").count()
+            page.click("[data-tab='variables']")
+            page.wait_for_selector("tr.erased[data-key='var:last_answer']")
+            assert "(erased)" in page.inner_text("tr[data-key='var:last_answer']")
+            page.click("[data-tab='memory']")
+            page.wait_for_selector("tr.erased[data-key='semantic:agent_memory:notes/plan']")
+            row = page.inner_text("tr[data-key='semantic:agent_memory:notes/plan']")
+            assert "notes/plan" in row and "(erased)" in row and "gold" not in row
+            page.click("[data-tab='execution']")
+            page.wait_for_selector(".erased-runs")
+            assert "3 runs were erased" in page.inner_text(".erased-runs")
+            page.click("text=Export")
+            page.wait_for_selector(".toast-bad")
+            assert "410 key_erased" in page.inner_text(".toast-bad")
+            page.screenshot(path=str(tmp_path / "inspector-erased.png"))
+
+            # Bob's thread is shown as before.
+            page.click("[data-thread='t2']")
+            page.click("[data-tab='conversation']")
+            page.wait_for_selector(".chat")
+            assert "Rome" in page.inner_text(".chat")
+            assert page.locator(".msg-erased").count() == 0
+        finally:
+            browser.close()
+    assert problems == []

@@ -3,11 +3,12 @@
 // changed through the HTTP API with the token typed in above.
 
 import { Api, ApiError } from "./api.js";
-import { badge, bytes, empty, fill, h, shortId } from "./dom.js";
+import { badge, bytes, empty, fill, h, isErased, shortId } from "./dom.js";
 import { drawGraph, summarize } from "./graph.js";
 import {
   conversationView,
   executionTree,
+  keyLabel,
   memoryValue,
   nodeFields,
   payloadBlock,
@@ -270,6 +271,8 @@ function renderThread() {
   const runs = (storeReport("executions") || {}).data || [];
   const counts = {};
   for (const r of runs) counts[r.status] = (counts[r.status] || 0) + 1;
+  // Erased payloads among the nodes shown (their user's data key was destroyed).
+  const erased = state.nodes.filter((n) => isErased(n.payload)).length;
   const header = h(
     "div",
     { class: "thread-header" },
@@ -287,6 +290,14 @@ function renderThread() {
       h("span", {}, h("b", {}, bytes(g.size_bytes)), " stored"),
       h("span", {}, "frontier ", h("b", {}, String((g.metadata.frontier || []).length))),
       Object.entries(counts).map(([st, n]) => h("span", {}, statusBadge(st), ` ${n}`)),
+      erased
+        ? h(
+            "span",
+            { class: "erased-count", title: "payloads whose data key was destroyed (erasure)" },
+            badge("erased", "bad"),
+            ` ${erased}`,
+          )
+        : null,
     ),
     h(
       "div",
@@ -367,6 +378,7 @@ function renderGraphTab(body) {
 
 function servesState(node) {
   const p = node.payload || {};
+  if (isErased(p)) return null; // nothing left to show but the node itself
   if (node.kind === "resource" && typeof p.name === "string") return "variable";
   if (node.kind === "semantic") return p.type === "summary" ? "conversation" : "memory";
   if (typeof p.llm === "string" && p.llm) return "conversation";
@@ -427,12 +439,14 @@ async function renderNodeState(node, kind, content) {
         api.get(api.ns(state.ns, "/resources"), { scope, prefix: "semantic:" }),
         api.get(api.ns(state.ns, "/versions"), { scope, key: node.resourceKey }),
       ]);
-      const live = Object.values(heads.resources).filter((n) => n.payload.type !== "summary" && n.payload.content !== null);
+      const live = Object.entries(heads.resources).filter(
+        ([k, n]) => !k.startsWith("semantic:summary:") && n.payload.content !== null,
+      );
       fill(
         content,
         stateHead("Memory", scope, "Clear state", () => resetStores(["memory"], null, `every memory entry of ${scope}`)),
         live.length
-          ? h("dl", { class: "dict" }, live.map((n) => [h("dt", { class: "mono" }, `${n.payload.type}:${n.payload.key}`), h("dd", { class: "mono" }, memoryValue(n))]))
+          ? h("dl", { class: "dict" }, live.map(([k, n]) => [h("dt", { class: "mono" }, keyLabel(k)), h("dd", { class: "mono" }, memoryValue(n))]))
           : empty("No live memory entries."),
         h("h4", {}, `versions of ${p.type}:${p.key}`),
         versionList(versions.versions, memoryValue, (nid) => selectNode(nid)),
@@ -502,7 +516,12 @@ async function resourceSection(title, scope, prefix, columns, filter, valueOf) {
       const r = await api.get(api.ns(state.ns, "/resources"), { scope, prefix });
       const rows = Object.entries(r.resources)
         .filter(([k, n]) => filter(k, n))
-        .map(([key, node]) => ({ key, node, deleted: node.payload.deleted === true || (node.kind === "semantic" && node.payload.content === null) }));
+        .map(([key, node]) => ({
+          key,
+          node,
+          erased: isErased(node.payload),
+          deleted: node.payload.deleted === true || (node.kind === "semantic" && node.payload.content === null),
+        }));
       fill(
         box,
         resourceTable(rows, columns, async (row) => {
@@ -527,8 +546,8 @@ function scopesOfThread() {
 
 async function renderVariablesTab(body) {
   const cols = [
-    { title: "name", cls: "mono", get: (r) => r.node.payload.name },
-    { title: "type", get: (r) => r.node.payload.type },
+    { title: "name", cls: "mono", get: (r) => (r.erased ? keyLabel(r.key) : r.node.payload.name) },
+    { title: "type", get: (r) => (r.erased ? badge("erased", "bad") : r.node.payload.type) },
     { title: "value", cls: "mono value", get: (r) => variableValue(r.node) },
     { title: "#", cls: "mono muted", get: (r) => String(r.node.sequence) },
   ];
@@ -540,14 +559,14 @@ async function renderVariablesTab(body) {
 
 async function renderMemoryTab(body) {
   const cols = [
-    { title: "type", get: (r) => r.node.payload.type },
-    { title: "key", cls: "mono", get: (r) => r.node.payload.key },
+    { title: "type", get: (r) => (r.erased ? keyLabel(r.key).split(":")[0] : r.node.payload.type) },
+    { title: "key", cls: "mono", get: (r) => (r.erased ? keyLabel(r.key).split(":").slice(1).join(":") : r.node.payload.key) },
     { title: "content", cls: "mono value", get: (r) => memoryValue(r.node) },
     { title: "#", cls: "mono muted", get: (r) => String(r.node.sequence) },
   ];
   for (const [title, scope] of scopesOfThread()) {
     body.append(
-      await resourceSection(title, scope, "semantic:", cols, (k, n) => n.payload.type !== "summary", memoryValue),
+      await resourceSection(title, scope, "semantic:", cols, (k) => !k.startsWith("semantic:summary:"), memoryValue),
     );
   }
   body.append(
@@ -556,9 +575,11 @@ async function renderMemoryTab(body) {
 }
 
 function renderExecutionTab(body) {
-  const runs = (storeReport("executions") || {}).data || [];
+  const report = storeReport("executions") || {};
+  const runs = report.data || [];
+  const erased = (report.metadata || {}).erased || 0;
   const tree = h("div", { class: "exec-tree" }, empty("Pick a run to see its executor tree."));
-  body.append(h("div", { class: "exec-layout" }, h("div", {}, runsTable(runs.slice().reverse(), (r) => openRun(r.run, tree))), tree));
+  body.append(h("div", { class: "exec-layout" }, h("div", {}, runsTable(runs.slice().reverse(), (r) => openRun(r.run, tree), erased)), tree));
 }
 
 async function openRun(run, box) {

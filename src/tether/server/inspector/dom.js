@@ -81,6 +81,16 @@ export function pretty(value) {
   return JSON.stringify(value, null, 2);
 }
 
+/**
+ * A payload (or value) whose data key was destroyed: the server shows it as
+ * {"$erased": true} (tether.crypto erasure); conversation messages say "[erased]".
+ */
+export function isErased(value) {
+  return value !== null && typeof value === "object" && value["$erased"] === true;
+}
+
+export const ERASED_TEXT = "[erased]";
+
 export function badge(text, kind) {
   return h("span", { class: ["badge", kind && `badge-${kind}`] }, text);
 }

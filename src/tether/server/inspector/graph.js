@@ -6,7 +6,7 @@
 // Edges go from a parent's bottom to a child's top; an edge to the previous version
 // of the same resource key is dashed. Frontier nodes (the heads) are outlined.
 
-import { brief, s, shortId } from "./dom.js";
+import { brief, isErased, s, shortId } from "./dom.js";
 
 export const KIND_COLORS = {
   system: "#64748b",
@@ -30,6 +30,7 @@ const PAD_Y = 16;
 
 /** A short human summary of a node's payload (display only). */
 export function summarize(node) {
+  if (isErased(node.payload)) return "erased";
   const p = node.payload && typeof node.payload === "object" ? node.payload : {};
   switch (node.kind) {
     case "goal":
@@ -202,7 +203,7 @@ export function drawGraph(nodes, frontier, onSelect) {
     const g = s(
       "g",
       {
-        class: ["node", head && "node-head"],
+        class: ["node", head && "node-head", isErased(n.payload) && "node-erased"],
         transform: `translate(${x},${y})`,
         tabindex: 0,
         role: "button",

@@ -1,6 +1,10 @@
 // The inspector's panels, each a pure function of data the API returned.
 
-import { badge, brief, empty, h, pretty, shortId, when } from "./dom.js";
+import { ERASED_TEXT, badge, brief, empty, h, isErased, pretty, shortId, when } from "./dom.js";
+
+const ERASED_NOTE =
+  "This payload was erased: its data key was destroyed (the user's data was erased). " +
+  "The node's id, kind, parents and sequence remain; its content cannot be recovered.";
 
 const STATUS_KIND = {
   completed: "ok",
@@ -33,18 +37,22 @@ export function conversationView(messages) {
       const role = m.role || "?";
       const summary = role === "system" && /^Summary of earlier/.test(m.content || "");
       const calls = Array.isArray(m.tool_calls) ? m.tool_calls : [];
+      const erased = m.content === ERASED_TEXT && !calls.length && !m.tool_call_id;
       return h(
         "li",
-        { class: ["msg", `msg-${role}`, summary && "msg-summary"] },
+        { class: ["msg", `msg-${role}`, summary && "msg-summary", erased && "msg-erased"] },
         h(
           "div",
           { class: "msg-head" },
           h("span", { class: "msg-role" }, summary ? "summary" : role),
           m.tool_call_id ? h("span", { class: "msg-call mono" }, m.tool_call_id) : null,
+          erased ? badge("erased", "muted") : null,
         ),
-        m.content !== null && m.content !== undefined && m.content !== ""
-          ? h("div", { class: "msg-content" }, pretty(m.content))
-          : null,
+        erased
+          ? h("div", { class: "msg-content erased" }, "This message was erased.")
+          : m.content !== null && m.content !== undefined && m.content !== ""
+            ? h("div", { class: "msg-content" }, pretty(m.content))
+            : null,
         calls.map(toolCallChip),
       );
     }),
@@ -79,13 +87,25 @@ export function versionList(nodes, valueOf, onNode) {
 
 export function variableValue(node) {
   const p = node.payload || {};
+  if (isErased(p)) return "(erased)";
   if (p.deleted) return "(deleted)";
   return brief(p.value, 120) + (p.coerced === false && p.error ? `  ⚠ ${p.error}` : "");
 }
 
 export function memoryValue(node) {
   const p = node.payload || {};
+  if (isErased(p)) return "(erased)";
   return p.content === null ? "(deleted)" : brief(p.content, 120);
+}
+
+/** A resource head's name as its key says (a variable, or type:key of a memory): the
+ * key is stored in clear, so it survives an erased payload. */
+export function keyLabel(key) {
+  const run = /^run:[^:]+:var:(.*)$/.exec(key);
+  if (run) return run[1];
+  if (key.startsWith("var:")) return key.slice(4);
+  if (key.startsWith("semantic:")) return key.slice(9);
+  return key;
 }
 
 // ------------------------------------------------------------------ variables & memory
@@ -114,7 +134,7 @@ export function resourceTable(rows, columns, onVersions) {
     body.append(
       h(
         "tr",
-        { class: row.deleted ? "deleted" : null, dataset: { key: row.key } },
+        { class: row.erased ? "erased" : row.deleted ? "deleted" : null, dataset: { key: row.key } },
         columns.map((c) => h("td", { class: c.cls }, c.get(row))),
         h("td", { class: "right" }, toggle),
       ),
@@ -156,9 +176,17 @@ export function scopeSection(title, scope, content, actions) {
 
 // ------------------------------------------------------------------ execution
 
-export function runsTable(runs, onOpen) {
-  if (!runs || !runs.length) return empty("No runs in this thread.");
-  return h(
+export function runsTable(runs, onOpen, erased = 0) {
+  const note = erased
+    ? h(
+        "p",
+        { class: "note erased-runs" },
+        badge("erased", "muted"),
+        ` ${erased} run${erased === 1 ? " was" : "s were"} erased (their run ids with them).`,
+      )
+    : null;
+  if (!runs || !runs.length) return note || empty("No runs in this thread.");
+  const table = h(
     "table",
     { class: "grid runs" },
     h(
@@ -181,6 +209,7 @@ export function runsTable(runs, onOpen) {
       ),
     ),
   );
+  return note ? h("div", {}, note, table) : table;
 }
 
 /** Seed 000's executor tree; `decide(call, approve)` when approvals can be given here. */
@@ -262,5 +291,8 @@ export function nodeFields(node, onNode) {
 }
 
 export function payloadBlock(payload) {
+  if (isErased(payload)) {
+    return h("div", { class: "payload payload-erased" }, badge("erased", "bad"), " ", ERASED_NOTE);
+  }
   return h("pre", { class: "payload" }, JSON.stringify(payload, null, 2));
 }

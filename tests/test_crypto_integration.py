@@ -116,6 +116,29 @@ async def test_agent_steps_bind_threads_so_erasure_takes_exactly_the_users_threa
     assert await store.head(NS, "thread:t1") == head
 
 
+async def test_a_user_who_comes_back_after_an_erasure_starts_afresh(store: Store) -> None:
+    agent = demo_agent(store)
+    await agent.step("Hello, my name is Alice.", thread="t1", user="alice")
+    await agent.step("What's the weather in Paris?", thread="t1", user="alice")
+    await erase_user(store, NS, "alice")
+    # Her erased memories do not reach the model, her erased user variable reads as its
+    # default (0), and the new version supersedes the erased one.
+    back = await agent.step("What's the weather in Oslo?", thread="t3", user="alice")
+    assert back.status == "completed", back.error
+    decl = VarDecl(name="weather_asks", type="integer", scope="user", default=0)
+    assert await Variables(store, NS, [decl], user="alice").get("weather_asks") == 1
+    erased_view = Variables(store, NS, [decl], user="alice", erased_as_default=True)
+    with erased_placeholders():
+        assert [v.erased for v in await erased_view.history("weather_asks")] == [True, False]
+    asked = await agent.step("what's my name?", thread="t3", user="alice")
+    assert "don't know your name" in str(await _payloads(store, "thread:t3")), asked
+    # The new thread is hers: erasing her again takes it.
+    again = await erase_user(store, NS, "alice")
+    assert again.keys_destroyed == 1 and again.threads == 2
+    with pytest.raises(KeyErased):
+        await store.nodes(NS, "thread:t3")
+
+
 async def test_binding_is_free_once_bound_and_a_no_op_unencrypted(store: Store) -> None:
     agent = demo_agent(store)
     await agent.step("hello", thread="t1", user="alice")

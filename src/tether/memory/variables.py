@@ -19,7 +19,9 @@ be coerced is stored as given and ``WriteResult.error`` says why.
 
 An erased value (``tether.crypto.erase_user``) raises ``KeyErased``; read inside
 ``erased_placeholders()`` it is ``{"$erased": true}`` (``is_erased``), never the
-default, and its ``VarVersion`` has ``erased=True``. Writes commit on
+default, and its ``VarVersion`` has ``erased=True``. ``Variables(...,
+erased_as_default=True)`` (the runtime's) reads an erased value as the default
+instead, as if deleted: a user who comes back after an erasure starts afresh. Writes commit on
 their own, or are staged into a ``Transaction`` passed as ``txn=`` (the runtime
 commits them in its step commit; one transaction may touch several scopes and
 commits atomically).
@@ -27,6 +29,7 @@ commits atomically).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 from collections.abc import Iterable, Mapping
@@ -37,6 +40,7 @@ from .. import scopes
 from .._errors import InvalidRequest
 from .._graph import CausalNode, now_iso
 from .._txn import Transaction, transact
+from ..crypto._keyring import erased_placeholders
 from ..store._base import Store
 from ._erased import is_erased, placeholder
 from .coercion import TYPES, coerce, read_value, storable
@@ -152,9 +156,11 @@ class Variables:
         thread: str | None = None,
         user: str | None = None,
         run: str | None = None,
+        erased_as_default: bool = False,
     ) -> None:
         self.store = store
         self.namespace = namespace
+        self.erased_as_default = erased_as_default
         self._decls: dict[str, VarDecl] = {}
         for d in decls:
             if not isinstance(d, VarDecl):
@@ -215,7 +221,8 @@ class Variables:
     def _from_node(self, d: VarDecl, node: CausalNode | None) -> Any:
         p = node.payload if node is not None else None
         if is_erased(p):
-            return placeholder()  # not the default: the variable was set, and is gone
+            # Not the default unless asked: the variable was set, and is gone.
+            return self._default(d) if self.erased_as_default else placeholder()
         if not isinstance(p, dict) or p.get("deleted") or "value" not in p:
             return self._default(d)
         if p.get("coerced"):
@@ -232,9 +239,11 @@ class Variables:
                 return self._default(d)
             return copy.deepcopy(versions[-1].value)
         scope, key = loc
-        if txn is not None:
-            return self._from_node(d, await txn.resource_head(scope, key))
-        return self._from_node(d, await self.store.resource_head(self.namespace, scope, key))
+        with erased_placeholders() if self.erased_as_default else _AS_STORE:
+            if txn is not None:
+                return self._from_node(d, await txn.resource_head(scope, key))
+            node = await self.store.resource_head(self.namespace, scope, key)
+        return self._from_node(d, node)
 
     async def all(self, *, txn: Transaction | None = None) -> dict[str, Any]:
         """Every declared variable's current value, one indexed read per scope."""
@@ -251,7 +260,8 @@ class Variables:
             for prefix in {
                 f"run:{self.run}:var:" if k.startswith("run:") else "var:" for k in keys
             }:
-                heads.update(await self.store.resource_heads(self.namespace, scope, prefix))
+                with erased_placeholders() if self.erased_as_default else _AS_STORE:
+                    heads.update(await self.store.resource_heads(self.namespace, scope, prefix))
             for key, name in keys.items():
                 out[name] = self._from_node(self._decls[name], heads.get(key))
         return {name: out[name] for name in self._decls}
@@ -382,6 +392,10 @@ class Variables:
             await self._stage(txn, name, payload)
         else:
             await transact(self.store, self.namespace, lambda t: self._stage(t, name, payload))
+
+
+# Reads follow the store's (or the caller's) choice for erased payloads.
+_AS_STORE: Final = contextlib.nullcontext()
 
 
 def _fake(payload: dict[str, Any]) -> CausalNode:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..crypto import erased_placeholders, is_erased
 from ..memory import semantic_memory
 from ..store._base import Store
 
@@ -13,9 +14,13 @@ async def memories(store: Store, namespace: str, scopes: Sequence[str]) -> dict[
     """Current semantic memory over ``scopes`` (later scopes win): ``{"type:key": content}``.
 
     Reserved types (summaries, agent memory, tool state) are left out: they reach the
-    model as messages or through tools.
+    model as messages or through tools. Erased memories (``tether.crypto.erase_user``)
+    are left out too: the model works with what the user's data still holds, so a
+    user who comes back after an erasure starts afresh.
     """
     out: dict[str, Any] = {}
     for scope in scopes:
-        out.update(await semantic_memory(store, namespace, scope))
+        with erased_placeholders():
+            found = await semantic_memory(store, namespace, scope)
+        out.update((k, v) for k, v in found.items() if not is_erased(v))
     return out

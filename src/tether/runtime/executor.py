@@ -536,6 +536,7 @@ class Executor:
                 thread=rc.thread,
                 user=rc.user,
                 run=rc.run_id,
+                erased_as_default=True,  # an erased user's values are gone: defaults again
             )
         return rc.variables
 

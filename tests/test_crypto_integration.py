@@ -372,7 +372,7 @@ async def test_describe_and_history_show_erased_data_as_erased(store: Store) -> 
 
 
 @pytest.mark.parametrize("on_erased", ["raise", "placeholder"])
-async def test_export_verify_and_fork_of_erased_data_raise_key_erased(
+async def test_export_verify_fork_and_steps_of_erased_data_raise_key_erased(
     tmp_path: Path, key: MasterKey, on_erased: Any
 ) -> None:
     url = f"sqlite:///{tmp_path / 'enc.db'}"
@@ -393,6 +393,17 @@ async def test_export_verify_and_fork_of_erased_data_raise_key_erased(
         with erased_placeholders(), pytest.raises(KeyErased):
             await control.fork(store, namespace=NS, thread="t1", node=world["nodes"][-1].id)
         assert "thread:t1-copy" not in {s.scope for s in await store.list_scopes(NS)}
+        # The runtime plans from real payloads only: a typed error, nothing written.
+        agent = demo_agent(store)
+        head = await store.head(NS, "thread:t1")
+        for call_ in (
+            lambda: agent.step("hello", thread="t1", user="alice"),
+            lambda: agent.resume("t1"),
+            lambda: agent.approve("t1", "call_x"),
+        ):
+            with pytest.raises(KeyErased):
+                await call_()
+        assert await store.head(NS, "thread:t1") == head
         # Bob's thread exports and verifies as before.
         assert (await control.verify(store, namespace=NS, thread="t2")).ok
         assert (await control.export(store, namespace=NS, thread="t2")).snapshot

@@ -52,7 +52,7 @@ from .._graph import CausalNode
 from .._txn import Transaction
 from .._vocab import Vocabulary
 from ..control.tasks import run_entry, stage_entry
-from ..crypto import bind_thread
+from ..crypto import bind_thread, erased_placeholders
 from ..memory import Variables, load_conversation
 from ..models._errors import ModelError
 from ..models._types import Model, ModelRequest, ModelResponse
@@ -317,9 +317,10 @@ class Executor:
         before = head.sequence + 1
         limit = 16  # a run is usually a handful of nodes: start small, then double
         while before > 1:
-            page = await self.store.nodes(
-                self.namespace, scope, before=before, limit=limit, descending=True
-            )
+            with erased_placeholders(False):  # plans come from real payloads: KeyErased
+                page = await self.store.nodes(
+                    self.namespace, scope, before=before, limit=limit, descending=True
+                )
             limit = min(limit * 2, _PAGE)
             if not page:
                 break
@@ -350,9 +351,10 @@ class Executor:
             return
         after = rc.seq
         while after < head.sequence:
-            page = await self.store.nodes(
-                self.namespace, rc.scope, after=after, before=head.sequence + 1, limit=_PAGE
-            )
+            with erased_placeholders(False):  # even on a store opened to show placeholders
+                page = await self.store.nodes(
+                    self.namespace, rc.scope, after=after, before=head.sequence + 1, limit=_PAGE
+                )
             if not page:
                 break
             for n in page:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from _server_helpers import TOKEN, demo_agent, serve
 from tether import InvalidRequest, control, scopes
 from tether._graph import CausalNode
+from tether._txn import transact
 from tether.cli import main
 from tether.control import ErasureResult
 from tether.crypto import (
@@ -335,6 +336,8 @@ def _report(result: control.StateOperationResult, name: str) -> control.StateSto
 
 
 async def test_describe_and_history_show_erased_data_as_erased(store: Store) -> None:
+    # A tool's own state in alice's user scope, erased with her.
+    await transact(store, NS, lambda t: t.semantic("user:alice", "tool_state", "cart/items", [1]))
     world = await _erased_world(store)
     nodes = world["nodes"]
     d = await control.describe(store, namespace=NS, thread="t1", include_data=True)
@@ -356,6 +359,9 @@ async def test_describe_and_history_show_erased_data_as_erased(store: Store) -> 
     user = await control.describe(store, namespace=NS, user="alice", include_data=True)
     assert all(is_erased(v) for v in _report(user, "variables").data.values())
     assert all(is_erased(v) for v in _report(user, "memory").data.values())
+    assert "tool_state:cart/items" not in _report(user, "memory").data
+    assert _report(user, "tools").data == {"cart": {"items": ERASED}}
+    assert _report(user, "tools").metadata["erased"] == 1
     # Bob's thread: nothing erased, nothing counted.
     bob = await control.describe(store, namespace=NS, thread="t2", include_data=True)
     assert all("erased" not in r.metadata for r in bob.stores)

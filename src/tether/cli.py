@@ -210,6 +210,8 @@ def main(ctx: click.Context, store_url: str, namespace: str, as_json: bool) -> N
     """tether: durable state for AI agents. Inspect, export, verify, fork, compact and reset it.
 
     Start with `tether demo`, then look at what it left with `tether --store tether-demo.db threads`.
+    An encrypted store is opened with the master key in $TETHER_MASTER_KEY (or
+    $TETHER_MASTER_KEY_FILE).
     """
     ctx.obj = Settings(store_url=store_url, namespace=namespace, json=as_json)
 

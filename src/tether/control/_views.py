@@ -15,6 +15,8 @@ went with it), and each report counts what it found erased in
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from typing import Any, Final
 
 import orjson
@@ -95,6 +97,33 @@ def _erased(count: int) -> dict[str, int]:
     return {"erased": count} if count else {}
 
 
+def _tally(labels: Iterable[str]) -> dict[str, int]:
+    """How many times each label occurs, in first-seen order."""
+    return dict(Counter(labels))
+
+
+def _listing(
+    name: str,
+    scope: str,
+    req: StateOperationRequest,
+    items: Any,
+    metadata: dict[str, Any],
+    **fields: Any,
+) -> StateStoreReport:
+    """A report on a store read as ``items``: whether any exist, how many, their size,
+    and (with ``include_data``) the items themselves."""
+    return StateStoreReport(
+        name=name,
+        scope=scope,
+        exists=bool(items),
+        item_count=len(items),
+        size_bytes=_bytes(items),
+        data=items if req.include_data else None,
+        metadata=metadata,
+        **fields,
+    )
+
+
 async def report(
     store: Store, req: StateOperationRequest, scope: str, name: str, kinds: dict[str, int]
 ) -> StateStoreReport:
@@ -112,14 +141,12 @@ async def report(
             k: placeholder() if is_erased(n.payload) else n.payload.get("value")
             for k, n in live.items()
         }
-        return StateStoreReport(
-            name=name,
-            scope=scope,
-            exists=bool(live),
-            item_count=len(live),
-            size_bytes=_bytes(values),
-            data=values if req.include_data else None,
-            metadata={
+        return _listing(
+            name,
+            scope,
+            req,
+            values,
+            {
                 "types": {k: n.payload.get("type") for k, n in live.items()},
                 "deleted": len(heads) - len(live),
                 "run_variables": len(run_vars),
@@ -140,19 +167,8 @@ async def report(
             and not rk.startswith((f"semantic:{SUMMARY}:", TOOL_STATE_PREFIX))
         ]
         entries.update((k, placeholder()) for k in erased)
-        by_type: dict[str, int] = {}
-        for k in entries:
-            t = k.split(":", 1)[0]
-            by_type[t] = by_type.get(t, 0) + 1
-        return StateStoreReport(
-            name=name,
-            scope=scope,
-            exists=bool(entries),
-            item_count=len(entries),
-            size_bytes=_bytes(entries),
-            data=entries if req.include_data else None,
-            metadata={"types": by_type, **_erased(len(erased))},
-        )
+        by_type = _tally(k.split(":", 1)[0] for k in entries)
+        return _listing(name, scope, req, entries, {"types": by_type, **_erased(len(erased))})
     if name == "tools":
         state = await tool_state(store, ns, scope)
         return StateStoreReport(
@@ -171,9 +187,7 @@ async def report(
         from .tasks import list_index
 
         index = await list_index(store, ns)
-        by_status: dict[str, int] = {}
-        for entry in index:
-            by_status[entry.status] = by_status.get(entry.status, 0) + 1
+        by_status = _tally(entry.status for entry in index)
         return StateStoreReport(
             name=name,
             scope=scope,
@@ -203,27 +217,20 @@ async def report(
                 if ":var:" in k
             }
             items = [f.to_dict() for f in flow_states(nodes, var_heads)]
-        counts: dict[str, int] = {}
-        for it in items:
-            counts[it["status"]] = counts.get(it["status"], 0) + 1
-        return StateStoreReport(
-            name=name,
-            scope=scope,
-            exists=bool(items),
-            item_count=len(items),
-            size_bytes=_bytes(items),
-            data=items if req.include_data else None,
-            # Runs whose goal was erased lost their run id: counted, not listed.
-            metadata={
-                "status": counts,
+        # Runs whose goal was erased lost their run id: counted, not listed.
+        return _listing(
+            name,
+            scope,
+            req,
+            items,
+            {
+                "status": _tally(it["status"] for it in items),
                 **_erased(sum(1 for n in nodes if n.kind == "goal" and is_erased(n.payload))),
             },
         )
     if name == "executions":
         runs = await run_status(store, ns, scope) if kinds.get("goal") else {}
-        counts = {}
-        for r in runs.values():
-            counts[r["status"]] = counts.get(r["status"], 0) + 1
+        counts = _tally(r["status"] for r in runs.values())
         return StateStoreReport(
             name=name,
             scope=scope,
@@ -234,18 +241,13 @@ async def report(
             metadata={"status": counts, **_erased(max(0, kinds.get("goal", 0) - len(runs)))},
         )
     messages = await conversation(store, ns, scope, req.llm)
-    return StateStoreReport(
-        name=name,
-        scope=scope,
-        exists=bool(messages),
-        item_count=len(messages),
+    return _listing(
+        name,
+        scope,
+        req,
+        messages,
+        {"llm": req.llm, **_erased(sum(1 for m in messages if m.get("content") == ERASED_TEXT))},
         message_count=len(messages),
-        size_bytes=_bytes(messages),
-        data=messages if req.include_data else None,
-        metadata={
-            "llm": req.llm,
-            **_erased(sum(1 for m in messages if m.get("content") == ERASED_TEXT)),
-        },
     )
 
 

@@ -314,6 +314,27 @@ async def _end_runs(
     return ended
 
 
+async def _end_open_runs(
+    txn: Transaction, store: Store, scope: str, ended_here: set[str]
+) -> list[str]:
+    """End every run of the thread that is still running or suspended."""
+    status = await _views.run_status(store, txn.namespace, scope)
+    open_runs = [r for r, s in status.items() if s["status"] in _views.UNFINISHED]
+    return await _end_runs(txn, store, scope, open_runs, ended_here)
+
+
+def _cleared(name: str, scope: str, count: int, metadata: dict[str, Any]) -> StateStoreReport:
+    """The report of a reset that cleared ``count`` items of store ``name``."""
+    return StateStoreReport(
+        name=name,
+        scope=scope,
+        exists=bool(count),
+        cleared=bool(count),
+        item_count=count,
+        metadata=metadata,
+    )
+
+
 async def _reset_stores(
     txn: Transaction, store: Store, scope: str, req: StateOperationRequest
 ) -> list[StateStoreReport]:
@@ -330,16 +351,7 @@ async def _reset_stores(
                 runs = await store.resource_heads(ns, scope, "run:")
                 keys += [k for k in runs if ":var:" in k]
             cleared = await _tombstone_variables(txn, scope, keys)
-            out.append(
-                StateStoreReport(
-                    name=name,
-                    scope=scope,
-                    exists=bool(cleared),
-                    cleared=bool(cleared),
-                    item_count=len(cleared),
-                    metadata={"keys": cleared},
-                )
-            )
+            out.append(_cleared(name, scope, len(cleared), {"keys": cleared}))
         elif name in ("memory", "tools"):
             prefix = "semantic:" if name == "memory" else _views.TOOL_STATE_PREFIX
             heads = await store.resource_heads(ns, scope, prefix)
@@ -354,38 +366,12 @@ async def _reset_stores(
                     scope, "semantic", {"type": p["type"], "key": p["key"], "content": None}
                 )
                 cleared.append(key)
-            out.append(
-                StateStoreReport(
-                    name=name,
-                    scope=scope,
-                    exists=bool(cleared),
-                    cleared=bool(cleared),
-                    item_count=len(cleared),
-                    metadata={"keys": cleared},
-                )
-            )
+            out.append(_cleared(name, scope, len(cleared), {"keys": cleared}))
         elif name == "task" and scope == scope_names.APP:
             index = await store.resource_heads(ns, scope, tasks.INDEX_PREFIX)
-            cleared = []
-            for key, node in index.items():
-                p = node.payload
-                if isinstance(p, dict) and not p.get("deleted"):
-                    await txn.append(
-                        scope,
-                        "resource",
-                        {"thread": p.get("thread"), "run": p.get("run"), "deleted": True},
-                        resource_key=key,
-                    )
-                    cleared.append(key)
+            cleared = await tasks.drop_entries(txn, index)
             out.append(
-                StateStoreReport(
-                    name=name,
-                    scope=scope,
-                    exists=bool(cleared),
-                    cleared=bool(cleared),
-                    item_count=len(cleared),
-                    metadata={"index": True, "entries": len(cleared)},
-                )
+                _cleared(name, scope, len(cleared), {"index": True, "entries": len(cleared)})
             )
         elif not is_thread:
             out.append(
@@ -400,33 +386,18 @@ async def _reset_stores(
             runs_heads = await store.resource_heads(ns, scope, "run:")
             keys = [k for k in runs_heads if ":var:" in k]
             deleted = await _tombstone_variables(txn, scope, keys)
-            status = await _views.run_status(store, ns, scope)
-            open_runs = [r for r, st in status.items() if st["status"] in _views.UNFINISHED]
-            ended = await _end_runs(txn, store, scope, open_runs, ended_here)
+            ended = await _end_open_runs(txn, store, scope, ended_here)
             out.append(
-                StateStoreReport(
-                    name=name,
-                    scope=scope,
-                    exists=bool(deleted or ended),
-                    cleared=bool(deleted or ended),
-                    item_count=len(deleted) + len(ended),
-                    metadata={"runs": ended, "variables": deleted},
+                _cleared(
+                    name,
+                    scope,
+                    len(deleted) + len(ended),
+                    {"runs": ended, "variables": deleted},
                 )
             )
         elif name in ("executions", "task"):
-            status = await _views.run_status(store, ns, scope)
-            open_runs = [r for r, s in status.items() if s["status"] in _views.UNFINISHED]
-            ended = await _end_runs(txn, store, scope, open_runs, ended_here)
-            out.append(
-                StateStoreReport(
-                    name=name,
-                    scope=scope,
-                    exists=bool(ended),
-                    cleared=bool(ended),
-                    item_count=len(ended),
-                    metadata={"runs": ended},
-                )
-            )
+            ended = await _end_open_runs(txn, store, scope, ended_here)
+            out.append(_cleared(name, scope, len(ended), {"runs": ended}))
         else:  # conversation
             cut = await _views.cut_conversation(txn, store, scope, req.llm, head.sequence)
             out.append(

@@ -47,6 +47,7 @@ __all__ = [
     "RunSummary",
     "TaskState",
     "Transition",
+    "drop_entries",
     "index_key",
     "index_prefix",
     "index_thread",
@@ -264,6 +265,27 @@ async def stage_entry(txn: Transaction, thread: str, view: RunView) -> None:
     )
 
 
+async def _drop_entry(txn: Transaction, key: str, thread: Any, run: Any) -> None:
+    await txn.append(
+        scopes.APP,
+        "resource",
+        {"thread": thread, "run": run, "deleted": True},
+        resource_key=key,
+    )
+
+
+async def drop_entries(txn: Transaction, entries: Mapping[str, CausalNode]) -> list[str]:
+    """Take the live ones of the index ``entries`` (resource heads) out of the index, in
+    ``txn``; returns their keys."""
+    dropped = []
+    for key, head in entries.items():
+        p = head.payload
+        if isinstance(p, dict) and not p.get("deleted"):
+            await _drop_entry(txn, key, p.get("thread"), p.get("run"))
+            dropped.append(key)
+    return dropped
+
+
 def summary_of(payload: Any, updated_at: str) -> RunSummary | None:
     """The RunSummary an index entry's payload holds (None for a tombstone). Pure."""
     p = payload
@@ -457,17 +479,8 @@ async def index_thread(store: Store, namespace: str, thread: str) -> int:
             if head is None or head.payload != entry:
                 await txn.append(scopes.APP, "resource", entry, resource_key=key)
                 written += 1
-        for key, head in current.items():
-            if key not in live and not head.payload.get("deleted"):
-                p = head.payload
-                await txn.append(
-                    scopes.APP,
-                    "resource",
-                    {"thread": p.get("thread"), "run": p.get("run"), "deleted": True},
-                    resource_key=key,
-                )
-                written += 1
-        return written
+        stale = {k: h for k, h in current.items() if k not in live}
+        return written + len(await drop_entries(txn, stale))
 
     return await transact(store, namespace, build)
 
@@ -478,18 +491,7 @@ async def unindex_thread(store: Store, namespace: str, thread: str) -> int:
     async def build(txn: Transaction) -> int:
         await txn.head(scopes.APP)
         current = await store.resource_heads(namespace, scopes.APP, thread_prefix(thread))
-        n = 0
-        for key, head in current.items():
-            p = head.payload
-            if isinstance(p, dict) and not p.get("deleted"):
-                await txn.append(
-                    scopes.APP,
-                    "resource",
-                    {"thread": p.get("thread"), "run": p.get("run"), "deleted": True},
-                    resource_key=key,
-                )
-                n += 1
-        return n
+        return len(await drop_entries(txn, current))
 
     return await transact(store, namespace, build)
 
@@ -511,12 +513,7 @@ async def unindex_user(store: Store, namespace: str, user: str) -> int:
         for key, head in current.items():
             s = _summary(head)
             if s is not None and s.user == user:
-                await txn.append(
-                    scopes.APP,
-                    "resource",
-                    {"thread": s.thread, "run": s.run, "deleted": True},
-                    resource_key=key,
-                )
+                await _drop_entry(txn, key, s.thread, s.run)
                 n += 1
         return n
 

@@ -78,3 +78,10 @@ def test_invalid_snapshot_carries_index_and_id() -> None:
     assert e.value.node_id == "cw_" + "0" * 24
     assert e.value.code == "shape"
     assert isinstance(e.value, TetherError)
+
+
+@pytest.mark.parametrize("cls", _error_classes(), ids=lambda c: c.__name__)
+def test_error_code_is_stable_at_class_level(cls: type[TetherError]) -> None:
+    # A subclass declares default_code once; the class-level code follows it.
+    assert cls.code == cls.default_code
+    assert cls("something failed").code == cls.code

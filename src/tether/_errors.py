@@ -52,6 +52,13 @@ class TetherError(Exception):
     code: str = "tether"
     default_code: ClassVar[str] = "tether"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A subclass names its code once, as ``default_code``; the class-level ``code``
+        # follows it, so ``type(err).code == err.code`` for an error raised plainly.
+        super().__init_subclass__(**kwargs)
+        if "default_code" in cls.__dict__:
+            cls.code = cls.default_code
+
     def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
         super().__init__(message)
         self.message = message

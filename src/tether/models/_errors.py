@@ -23,28 +23,24 @@ from .._errors import TetherError
 class ModelError(TetherError):
     """Root of the model layer's errors."""
 
-    code = "model"
     default_code: ClassVar[str] = "model"
 
 
 class ModelConfigError(ModelError):
     """A scripted rule, a template or a client option is invalid. Fix the configuration."""
 
-    code = "model_config"
     default_code = "model_config"
 
 
 class ModelConnectionError(ModelError):
     """The model server could not be reached, even after retries."""
 
-    code = "model_connection"
     default_code = "model_connection"
 
 
 class ModelTimeoutError(ModelError):
     """The model server did not answer within the client's ``timeout``."""
 
-    code = "model_timeout"
     default_code = "model_timeout"
 
 
@@ -54,7 +50,6 @@ class ModelHTTPError(ModelError):
     ``status`` is the HTTP status; ``details["body"]`` the start of the response body.
     """
 
-    code = "model_http"
     default_code = "model_http"
 
     @property
@@ -66,7 +61,6 @@ class ModelHTTPError(ModelError):
 class ModelBadResponseError(ModelError):
     """The model server answered 2xx with something that is not a usable chat completion."""
 
-    code = "model_bad_response"
     default_code = "model_bad_response"
 
 
@@ -77,5 +71,4 @@ class ModelBadArgumentsError(ModelBadResponseError):
     (the raw string), so a caller can feed the problem back to the model.
     """
 
-    code = "model_bad_arguments"
     default_code = "model_bad_arguments"

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import orjson
 import pytest
 
@@ -14,34 +10,6 @@ from _control_helpers import add_turn, populate, remember, set_variable
 from tether import control
 from tether.control import StateOperationRequest
 from tether.memory.conversation import load_conversation
-
-
-@pytest.fixture(
-    params=[
-        "memory",
-        "sqlite",
-        pytest.param("redis", marks=pytest.mark.redis),
-        pytest.param("postgres", marks=pytest.mark.postgres),
-    ]
-)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tether.Store]:
-    if request.param == "memory":
-        url = "memory://"
-    elif request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'o.db'}"
-    else:  # real servers; every test uses its own uuid namespace
-        pytest.importorskip(f"tether.store.{request.param}", reason="backend not in this tree")
-        url = request.getfixturevalue(f"{request.param}_url")
-    s = await tether.open_store(url)
-    try:
-        yield s
-    finally:
-        await s.close()
-
-
-@pytest.fixture
-def ns() -> str:
-    return "ns-" + uuid.uuid4().hex[:8]
 
 
 def _report(result: control.StateOperationResult, name: str) -> control.StateStoreReport:

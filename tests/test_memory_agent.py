@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pickle
-import uuid
 from typing import Any
 
 import pytest
@@ -22,11 +21,6 @@ from tether.memory import (
 )
 from tether.models._types import ToolSpec
 from tether.store.memory import MemoryStore
-
-
-@pytest.fixture
-def ns() -> str:
-    return "ns_" + uuid.uuid4().hex[:8]
 
 
 @pytest.fixture

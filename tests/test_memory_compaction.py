@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Any
 
 import pytest
@@ -25,11 +24,6 @@ from tether.memory import (
 )
 from tether.models._types import ModelRequest, ModelResponse
 from tether.store.memory import MemoryStore
-
-
-@pytest.fixture
-def ns() -> str:
-    return "ns_" + uuid.uuid4().hex[:8]
 
 
 @pytest.fixture

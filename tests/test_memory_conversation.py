@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from memory_helpers import CountingStore, Thread, contents, roles
@@ -19,11 +17,6 @@ from tether.memory import (
     policy_from_dict,
 )
 from tether.store.memory import MemoryStore
-
-
-@pytest.fixture
-def ns() -> str:
-    return "ns_" + uuid.uuid4().hex[:8]
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
@@ -11,11 +10,6 @@ from memory_helpers import Thread
 from tether import NotFound
 from tether.memory import execution_view, list_runs
 from tether.store.memory import MemoryStore
-
-
-@pytest.fixture
-def ns() -> str:
-    return "ns_" + uuid.uuid4().hex[:8]
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import uuid
 from typing import Any
 
 import pytest
@@ -23,11 +22,6 @@ from tether.memory import (
 from tether.store.memory import MemoryStore
 
 pd: Any = pytest.importorskip("pandas")  # the dataframe extra
-
-
-@pytest.fixture
-def ns() -> str:
-    return "ns_" + uuid.uuid4().hex[:8]
 
 
 @pytest.fixture

@@ -31,18 +31,21 @@ import contextlib
 import random
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, unquote
 
+import orjson
+
 from .._errors import InvalidRequest, StoreError
-from .._graph import CausalNode
+from .._graph import CausalNode, new_node
 from ._base import (
     DuplicateNodes,
     Head,
+    JsonCodec,
     PayloadCodec,
     ScopeInfo,
     ScopeStats,
@@ -335,16 +338,27 @@ class SQLiteStore(Store):
         return row[0], 0 if row[1] is None else row[1] & _LOW
 
     def _node(self, namespace: str, scope: str, row: tuple[Any, ...]) -> CausalNode:
-        k, id_, kind, parents, created, rkey, payload = row
-        return CausalNode(
-            id="cw_" + id_.hex(),
-            kind=KIND_CODES[kind],
-            parents=unpack_ids(parents),
-            payload=self.codec.decode(namespace, scope, payload),
-            created_at=created_at_text(created),
-            sequence=k & _LOW,
-            resource_key=rkey,
-        )
+        return self._decode(namespace, scope, (row,))[0]
+
+    def _decode(
+        self, namespace: str, scope: str, rows: Iterable[tuple[Any, ...]]
+    ) -> list[CausalNode]:
+        # The hot loop of every long read (a cold load of a long thread is mostly
+        # this): names bound to locals, nodes built by new_node (the fields come from
+        # rows this store wrote), and orjson called directly for the default codec.
+        codec = self.codec
+        if type(codec) is JsonCodec:
+            decode: Callable[[bytes], Any] = orjson.loads
+        else:
+
+            def decode(data: bytes) -> Any:
+                return codec.decode(namespace, scope, data)
+
+        kinds, unpack, text, node = KIND_CODES, unpack_ids, created_at_text, new_node
+        return [
+            node("cw_" + id_.hex(), kinds[kind], unpack(ps), decode(p), text(c), k & _LOW, rk)
+            for k, id_, kind, ps, c, rk, p in rows
+        ]
 
     # -- writing -----------------------------------------------------------------
 
@@ -582,11 +596,17 @@ class SQLiteStore(Store):
         if hi <= lo:
             return []
         order = "DESC" if descending else "ASC"
-        rows = self._c.execute(
+        cur = self._c.execute(
             f"SELECT {_NODE_COLS} FROM tether_nodes WHERE k > ? AND k <= ? ORDER BY k {order} LIMIT ?",
             (lo, hi, limit),
-        ).fetchall()
-        return [self._node(namespace, scope, r) for r in rows]
+        )
+        # Decoded while SQLite steps, not after fetchall(): each row's raw values are
+        # freed before the next row is read, so a page of 1,000 nodes reuses memory
+        # instead of touching ~0.5 MB of fresh pages (1 ms of a cold 2,000-node load).
+        try:
+            return self._decode(namespace, scope, cur)
+        finally:
+            cur.close()
 
     async def get_nodes(
         self, namespace: str, scope: str, ids: Sequence[str]
@@ -608,11 +628,11 @@ class SQLiteStore(Store):
         for j in range(0, len(raw), _IN_CHUNK):
             chunk = raw[j : j + _IN_CHUNK]
             marks = ",".join("?" * len(chunk))
-            for r in self._c.execute(
+            rows = self._c.execute(
                 f"SELECT {_NODE_COLS} FROM tether_nodes WHERE k >> 32 = ? AND id IN ({marks})",
                 (sid, *chunk),
-            ):
-                node = self._node(namespace, scope, r)
+            ).fetchall()
+            for node in self._decode(namespace, scope, rows):
                 out[node.id] = node
         return {i: out[i] for i in ids if i in out}
 
@@ -649,7 +669,8 @@ class SQLiteStore(Store):
             sql += " AND r.key < ?"
             params += (upper,)
         rows = self._c.execute(sql + " ORDER BY r.key", params).fetchall()
-        return {r[0]: self._node(namespace, scope, r[1:]) for r in rows}
+        nodes = self._decode(namespace, scope, [r[1:] for r in rows])
+        return {r[0]: n for r, n in zip(rows, nodes, strict=True)}
 
     async def versions(
         self, namespace: str, scope: str, key: str, *, limit: int = 1000
@@ -665,7 +686,7 @@ class SQLiteStore(Store):
             " ORDER BY k LIMIT ?",
             (sid, key, limit),
         ).fetchall()
-        return [self._node(namespace, scope, r) for r in rows]
+        return self._decode(namespace, scope, rows)
 
     async def list_namespaces(self, *, after: str | None = None, limit: int = 100) -> list[str]:
         return await self._call(self._list_namespaces, after, limit)

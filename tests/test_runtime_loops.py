@@ -3,12 +3,8 @@ and a crash anywhere in a loop resumes at the iteration it was in."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,6 +12,7 @@ from typing import Any
 import pytest
 
 import tether
+from _proc_helpers import kill_when, log_lines, run_json
 from test_runtime_recovery import Died, DyingStore
 from tether.models import Rule, ScriptedModel
 from tether.runtime import (
@@ -301,49 +298,22 @@ async def test_sigkill_inside_a_loop_then_resume_in_a_new_process(tmp_path: Path
         "SEED_PROC_SLOW_AT": "2",
         "SEED_PROC_SLEEP": "60",
     }
-
-    def lines() -> list[dict[str, Any]]:
-        if not log.exists():
-            return []
-        return [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
-
-    proc = subprocess.Popen(
-        [sys.executable, helper, str(db), "step", "t"],
+    code = kill_when(
+        helper,
+        str(db),
+        "step",
+        "t",
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        ready=lambda: any(x["i"] == 2 for x in log_lines(log)),
+        what="iteration 2 never started",
     )
-    try:
-        deadline = time.monotonic() + 30
-        while not any(x["i"] == 2 for x in lines()):
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "iteration 2 never started"
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-    assert proc.returncode == -signal.SIGKILL
-    killed = lines()
+    assert code == -signal.SIGKILL
+    killed = log_lines(log)
     assert [x["i"] for x in killed] == [0, 1, 2]
 
     env["SEED_PROC_SLOW_AT"] = "-1"
-    out = subprocess.run(
-        [sys.executable, helper, str(db), "resume", "t"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1])["answer"] == "did 4"
-    calls = lines()
+    assert run_json(helper, str(db), "resume", "t", env=env)["answer"] == "did 4"
+    calls = log_lines(log)
     # Iterations 0 and 1 were not run again; 2 was re-issued with its key; 3 and 4 followed.
     assert [x["i"] for x in calls] == [0, 1, 2, 2, 3, 4]
     assert calls[2]["key"] == calls[3]["key"] and calls[2]["pid"] != calls[3]["pid"]

@@ -6,18 +6,15 @@ them but the database file, so what the second process knows came from the graph
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import tether
+from _proc_helpers import kill_when, log_lines, run_json
 
 pytestmark = pytest.mark.slow
 
@@ -27,23 +24,7 @@ NS = "default"
 
 def run(db: Path, log: Path, *args: str, sleep: float = 0) -> dict[str, Any]:
     env = {**os.environ, "RUNTIME_PROC_LOG": str(log), "RUNTIME_PROC_SLEEP": str(sleep)}
-    out = subprocess.run(
-        [sys.executable, HELPER, str(db), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
-
-
-def log_lines(log: Path) -> list[dict[str, Any]]:
-    if not log.exists():
-        return []
-    return [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+    return run_json(HELPER, str(db), *args, env=env)
 
 
 async def all_nodes(db: Path, scope: str) -> list[tether.CausalNode]:
@@ -79,28 +60,18 @@ async def test_memory_across_two_processes(tmp_path: Path) -> None:
 async def test_sigkill_during_slow_tool_then_resume(tmp_path: Path) -> None:
     db, log = tmp_path / "agent.db", tmp_path / "tools.log"
     env = {**os.environ, "RUNTIME_PROC_LOG": str(log), "RUNTIME_PROC_SLEEP": "60"}
-    proc = subprocess.Popen(
-        [sys.executable, HELPER, str(db), "step", "t1", "", "please run job alpha"],
+    code = kill_when(
+        HELPER,
+        str(db),
+        "step",
+        "t1",
+        "",
+        "please run job alpha",
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        ready=lambda: bool(log_lines(log)),
+        what="the tool never started",
     )
-    try:
-        deadline = time.monotonic() + 30
-        while not log_lines(log):
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "the tool never started"
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-    assert proc.returncode == -signal.SIGKILL
+    assert code == -signal.SIGKILL
 
     before = await all_nodes(db, "thread:t1")
     assert [n.kind for n in before] == ["goal", "inference", "tool_call"]

@@ -172,8 +172,7 @@ class Executor:
             # unencrypted; a thread already written or owned by another user stays as is).
             await bind_thread(self.store, self.namespace, thread, user, strict=False)
         for _ in range(_ATTEMPTS):
-            head = await self.store.head(self.namespace, scope)
-            view = await self._latest(scope, head)
+            head, view = await self._current(scope)
             if view is not None and not view.finished:
                 if view.status == "suspended":
                     pending = [c.approval().to_dict() for c in view.pending()]
@@ -215,8 +214,7 @@ class Executor:
 
     async def resume(self, *, thread: str, context: dict[str, Any]) -> StepResult:
         scope = scopes.thread(thread)
-        head = await self.store.head(self.namespace, scope)
-        view = await self._latest(scope, head)
+        head, view = await self._current(scope)
         if view is None:
             raise NotFound(f"thread {thread!r} has no run to resume", thread=thread)
         rc = self._ctx(thread, scope, head, view, context)
@@ -225,8 +223,7 @@ class Executor:
         return await self._drive(rc)
 
     async def status(self, *, thread: str) -> RunView | None:
-        scope = scopes.thread(thread)
-        return await self._latest(scope, await self.store.head(self.namespace, scope))
+        return (await self._current(scopes.thread(thread)))[1]
 
     async def decide(
         self,
@@ -239,8 +236,7 @@ class Executor:
         resume: bool,
     ) -> StepResult | None:
         scope = scopes.thread(thread)
-        head = await self.store.head(self.namespace, scope)
-        view = await self._latest(scope, head)
+        head, view = await self._current(scope)
         if view is None:
             raise ApprovalError(f"thread {thread!r} has no run", thread=thread)
         rc = self._ctx(thread, scope, head, view, context)
@@ -332,9 +328,11 @@ class Executor:
             before = page[-1].sequence
         return None, []
 
-    async def _latest(self, scope: str, head: Head) -> RunView | None:
+    async def _current(self, scope: str) -> tuple[Head, RunView | None]:
+        """The thread's head now, and its latest run as of that head (None: no run yet)."""
+        head = await self.store.head(self.namespace, scope)
         goal, nodes = await self._scan(scope, head)
-        return None if goal is None else RunView.derive(goal, nodes)
+        return head, None if goal is None else RunView.derive(goal, nodes)
 
     async def _sync(self, rc: _Run, head: Head) -> None:
         """Bring ``rc.view`` up to ``head`` (reading only the new nodes)."""

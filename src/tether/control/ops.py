@@ -56,7 +56,7 @@ from .._errors import InvalidRequest
 from .._graph import CausalNode
 from .._txn import Transaction, transact
 from ..crypto._keyring import erased_placeholders, is_erased
-from ..store._base import Store
+from ..store._base import ScopeStats, Store
 from . import _views, tasks
 from .snapshot import (
     export_snapshot,
@@ -128,19 +128,12 @@ async def describe(
     stats = await store.stats(req.namespace, scope)
     head = await store.head(req.namespace, scope)
     reports = [
-        StateStoreReport(
-            name=GRAPH,
-            scope=scope,
-            exists=stats.nodes > 0,
-            item_count=stats.nodes,
-            node_count=stats.nodes,
-            size_bytes=stats.payload_bytes,
-            metadata={
-                "kinds": dict(sorted(stats.kinds.items())),
-                "generation": head.generation,
-                "sequence": head.sequence,
-                "frontier": list(head.frontier),
-            },
+        _graph_report(
+            scope,
+            stats,
+            generation=head.generation,
+            sequence=head.sequence,
+            frontier=list(head.frontier),
         )
     ]
     with erased_placeholders():  # erased data is shown as such (see _views), never fails it
@@ -157,22 +150,24 @@ async def describe(
     )
 
 
+def _graph_report(scope: str, stats: ScopeStats, **metadata: Any) -> StateStoreReport:
+    """The ``graph`` report of a scope: its nodes by kind and their payload bytes."""
+    return StateStoreReport(
+        name=GRAPH,
+        scope=scope,
+        exists=stats.nodes > 0,
+        item_count=stats.nodes,
+        node_count=stats.nodes,
+        size_bytes=stats.payload_bytes,
+        metadata={"kinds": dict(sorted(stats.kinds.items())), **metadata},
+    )
+
+
 async def _describe_namespace(store: Store, req: StateOperationRequest) -> StateOperationResult:
     scopes = await _all_scopes(store, req.namespace)
     reports = []
     for scope in scopes[:MAX_PAGE]:
-        stats = await store.stats(req.namespace, scope)
-        reports.append(
-            StateStoreReport(
-                name=GRAPH,
-                scope=scope,
-                exists=stats.nodes > 0,
-                item_count=stats.nodes,
-                node_count=stats.nodes,
-                size_bytes=stats.payload_bytes,
-                metadata={"kinds": dict(sorted(stats.kinds.items()))},
-            )
-        )
+        reports.append(_graph_report(scope, await store.stats(req.namespace, scope)))
     return StateOperationResult(
         operation="describe",
         namespace=req.namespace,

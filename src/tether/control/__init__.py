@@ -1,8 +1,10 @@
 """The control plane (SPEC §6): describe, reset, compact, export, import, history, fork, verify.
 
 ``runs`` lists the runs of a namespace from its run index (filtered by status:
-``await control.runs(store, namespace="acme", status="suspended")``), and
-``reindex`` rebuilds that index from the threads (``tether.control.tasks``).
+``await control.runs(store, namespace="acme", status="suspended")``), ``task`` is
+one run's metadata and status history, ``pending_approvals`` the tool calls a
+thread's latest run waits on, and ``reindex`` rebuilds the run index from the
+threads (``tether.control.tasks``).
 ``erase_user`` erases a user of an encrypted store (``tether.control.erasure``).
 
 The same operations serve Python, the ``tether`` CLI and HTTP; their typed
@@ -43,8 +45,10 @@ from .tasks import (
     RunSummary,
     TaskState,
     Transition,
+    pending_approvals,
     reindex,
     runs,
+    task,
     task_states,
 )
 from .types import (
@@ -90,9 +94,11 @@ __all__ = [
     "import_",
     "import_snapshot",
     "load_snapshot",
+    "pending_approvals",
     "reindex",
     "reset",
     "runs",
+    "task",
     "task_states",
     "verify",
     "verify_scope",

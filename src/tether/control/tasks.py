@@ -33,13 +33,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import scopes
-from .._errors import InvalidRequest
+from .._errors import InvalidRequest, NotFound
 from .._graph import CausalNode
 from .._txn import Transaction, transact
 from ..store._base import Store
 
 if TYPE_CHECKING:
     from ..runtime.plan import RunView
+    from ..runtime.results import PendingApproval
 
 __all__ = [
     "RUN_STATUSES",
@@ -53,11 +54,13 @@ __all__ = [
     "index_thread",
     "list_index",
     "page_runs",
+    "pending_approvals",
     "reindex",
     "run_entry",
     "runs",
     "stage_entry",
     "summary_of",
+    "task",
     "task_states",
     "transitions",
     "unindex_thread",
@@ -456,6 +459,60 @@ async def task_states(
             )
         )
     return out
+
+
+async def task(store: Store, namespace: str, thread: str, run: str | None = None) -> TaskState:
+    """One run's ``TaskState`` (the thread's latest run without ``run``); ``NotFound`` if the
+    thread has no such run."""
+    from ..crypto import erased_placeholders
+    from ..store._base import check_name
+
+    check_name("namespace", namespace)
+    scopes.thread(thread)
+    with erased_placeholders(False):  # an erased run is KeyErased, never "no such run"
+        states = await task_states(store, namespace, thread)
+    if not states:
+        raise NotFound(f"thread {thread!r} has no runs", thread=thread)
+    if run is None:
+        return states[-1]
+    for t in states:
+        if t.run == run:
+            return t
+    raise NotFound(
+        f"thread {thread!r} has no run {run!r}; list its runs with runs(thread=...)",
+        thread=thread,
+        run=run,
+    )
+
+
+async def pending_approvals(store: Store, namespace: str, thread: str) -> list[PendingApproval]:
+    """The tool calls of the thread's latest run that wait for a human decision (approve or
+    reject them by ``call_id``); empty when it waits for nothing.
+
+    Reads the thread from its tail back to the latest goal (the run's size, not the
+    thread's), as the runtime does; no agent is needed to see what waits.
+    """
+    from ..crypto import erased_placeholders
+    from ..memory._reads import read_tail
+    from ..runtime.plan import RunView
+    from ..store._base import check_name
+
+    check_name("namespace", namespace)
+    scope = scopes.thread(thread)
+    head = await store.head(namespace, scope)
+    with erased_placeholders(False):  # calls come from real payloads: KeyErased if erased
+        nodes = await read_tail(
+            store,
+            namespace,
+            scope,
+            after=0,
+            before=head.sequence + 1,
+            enough=lambda ns: any(n.kind == "goal" for n in ns),
+        )
+    goal = next((n for n in reversed(nodes) if n.kind == "goal"), None)
+    if goal is None:
+        return []
+    return [c.approval() for c in RunView.derive(goal, nodes).pending()]
 
 
 # --------------------------------------------------------------------------- index upkeep

@@ -626,13 +626,19 @@ async def test_http_erase_and_every_view_of_erased_data(store: Store) -> None:
             await c.post("/v1/ns/default/threads/t1/fork", json={"node": node}),
             await c.post("/state/export", json={"thread": "t1"}),
             await c.post("/v1/ns/default/threads/t1/step", json={"input": "hi", "user": "alice"}),
+            await c.get("/v1/ns/default/threads/t1/task"),
+            await c.get("/v1/ns/default/threads/t1/approvals"),
         ]
         for g in gone:
             assert g.status_code == 410, (g.request.url, g.text)
             assert g.headers["content-type"] == "application/json"
             assert g.json()["code"] == "key_erased"
+        # The run index no longer holds alice's runs (their metadata named her).
+        listed = (await r.get("/v1/ns/default/runs")).json()
+        assert [x["thread"] for x in listed["runs"]] == ["t2"] and "alice" not in str(listed)
         # Bob is untouched.
         assert (await c.get("/v1/ns/default/threads/t2/verify")).json()["ok"] is True
+        assert (await r.get("/v1/ns/default/threads/t2/task")).json()["status"] == "completed"
         assert "$erased" not in (await c.get("/v1/ns/default/threads/t2/history")).text
 
 

@@ -27,7 +27,14 @@ from tether.models import ModelConnectionError
 from tether.runtime import ApprovalError, RunSuspendedError
 from tether.server import Forbidden, Tokens, TooLarge, Unauthorized, create_app
 from tether.server._http import status_for
-from tether.server._schemas import REQUEST, RESULT, SCOPE_CHECK, STEP_RESULT, STORE_REPORT
+from tether.server._schemas import (
+    COMPONENTS,
+    REQUEST,
+    RESULT,
+    SCOPE_CHECK,
+    STEP_RESULT,
+    STORE_REPORT,
+)
 from tether.store import Store
 from tether.store.memory import MemoryStore
 
@@ -411,6 +418,92 @@ async def test_resources_and_versions(client: httpx.AsyncClient) -> None:
     )
 
 
+# --------------------------------------------------------------------------- task state
+
+
+async def test_runs_are_the_run_index_filtered_and_paged(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    every = ok(await client.get("/v1/ns/default/runs"))
+    assert every == (await control.runs(store)).to_dict()
+    assert every["counts"] == {"completed": 7, "suspended": 1}
+    waiting = ok(await client.get("/v1/ns/default/runs", params={"status": "suspended"}))
+    [billing] = waiting["runs"]
+    assert (billing["thread"], billing["metadata"]) == ("billing", {"user": "grace"})
+    assert billing["pending"][0]["name"] == "transfer"
+    both = ok(await client.get("/v1/ns/default/runs", params={"status": "suspended,failed"}))
+    assert both["runs"] == waiting["runs"]
+    ada = ok(await client.get("/v1/ns/default/runs", params={"user": "ada"}))
+    assert {r["thread"] for r in ada["runs"]} == {"support-1"} and len(ada["runs"]) == 6
+    one = ok(await client.get("/v1/ns/default/runs", params={"thread": "support-2"}))
+    assert [r["thread"] for r in one["runs"]] == ["support-2"]
+    # Pages of 3 chained with next_after give every run once, in the same order.
+    seen, after = [], None
+    while True:
+        params: dict[str, Any] = {"limit": 3, **({"after": after} if after else {})}
+        page = ok(await client.get("/v1/ns/default/runs", params=params))
+        seen += page["runs"]
+        after = page["next_after"]
+        if after is None:
+            break
+    assert seen == every["runs"]
+    body = err(await client.get("/v1/ns/default/runs", params={"status": "asleep"}), 400)
+    assert body["details"]["field"] == "status"
+    body = err(await client.get("/v1/ns/default/runs", params={"after": "task:1:x:y"}), 400)
+    assert body["details"]["field"] == "after"
+
+
+async def test_task_is_a_runs_metadata_and_status_history(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    states = await control.task_states(store, NS, "support-1")
+    latest = ok(await client.get("/v1/ns/default/threads/support-1/task"))
+    assert latest == states[-1].to_dict()
+    paid = next(t for t in states if t.input == "pay 40 eur to Bob")
+    got = ok(await client.get("/v1/ns/default/threads/support-1/task", params={"run": paid.run}))
+    assert [h["status"] for h in got["history"]] == [
+        "running",
+        "suspended",
+        "running",
+        "completed",
+    ]
+    assert control.TaskState.from_dict(got) == paid
+    err(await client.get("/v1/ns/default/threads/support-1/task?run=run_nope"), 404, "not_found")
+    err(await client.get("/v1/ns/default/threads/nobody/task"), 404, "not_found")
+
+
+async def test_approvals_list_what_the_latest_run_waits_on(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    got = ok(await client.get("/v1/ns/default/threads/billing/approvals"))
+    [call] = got["pending_approvals"]
+    assert (got["namespace"], got["thread"]) == ("default", "billing")
+    # What the agent itself says waits (the model asked for "7", as text).
+    assert [p.to_dict() for p in await demo_agent(store).pending_approvals("billing")] == [call]
+    assert call["name"] == "transfer" and call["arguments"] == {"amount": "7", "to": "Cy"}
+    assert call["call_id"].startswith("call_") and call["node_id"].startswith("cw_")
+    done = ok(await client.get("/v1/ns/default/threads/support-1/approvals"))
+    assert done["pending_approvals"] == []
+    assert (
+        ok(await client.get("/v1/ns/default/threads/nobody/approvals"))["pending_approvals"] == []
+    )
+    # Once decided, nothing waits, and the run index says so.
+    ok(await client.post("/v1/ns/default/threads/billing/approve", json={"call": call["call_id"]}))
+    assert (
+        ok(await client.get("/v1/ns/default/threads/billing/approvals"))["pending_approvals"] == []
+    )
+    waiting = ok(await client.get("/v1/ns/default/runs", params={"status": "suspended"}))
+    assert waiting["runs"] == [] and waiting["counts"] == {"completed": 8}
+
+
+async def test_task_routes_need_no_agent(store: Store) -> None:
+    app = create_app(store, tokens=Tokens.single(TOKEN))
+    async with client_for(app) as c:
+        assert ok(await c.get("/v1/ns/default/runs?status=suspended"))["runs"]
+        assert ok(await c.get("/v1/ns/default/threads/billing/task"))["status"] == "suspended"
+        assert ok(await c.get("/v1/ns/default/threads/billing/approvals"))["pending_approvals"]
+
+
 # --------------------------------------------------------------------------- agent routes
 
 
@@ -522,6 +615,13 @@ async def test_an_agent_object_serves_its_own_namespace_only(store: Store) -> No
         ("GET", "/v1/ns/default/threads/support-1?stores=bogus", {}, 400),
         ("GET", "/v1/ns/default/versions?scope=thread:t", {}, 400),
         ("GET", "/v1/ns/default/resources?scope=user:", {}, 400),
+        ("GET", "/v1/ns/default/runs?limit=0", {}, 400),
+        ("GET", "/v1/ns/default/runs?limit=10001", {}, 400),
+        ("GET", "/v1/ns/default/runs?thread=a%0Ab", {}, 400),
+        ("GET", "/v1/ns/default/runs?user=", {}, 400),
+        ("GET", "/v1/ns/%01/runs", {}, 400),
+        ("GET", "/v1/ns/default/threads/support-1/task?run=", {}, 400),
+        ("GET", "/v1/ns/default/threads/%0A/approvals", {}, 400),
         ("POST", "/v1/ns/default/threads/t/import", {"content": b""}, 400),
         ("POST", "/v1/ns/default/threads/t/step", {"content": b"null"}, 400),
     ],
@@ -584,6 +684,9 @@ async def test_openapi_is_published_and_names_every_route(client: httpx.AsyncCli
         "/v1/ns/{namespace}/threads/{thread}/resume",
         "/v1/ns/{namespace}/resources",
         "/v1/ns/{namespace}/versions",
+        "/v1/ns/{namespace}/runs",
+        "/v1/ns/{namespace}/threads/{thread}/task",
+        "/v1/ns/{namespace}/threads/{thread}/approvals",
         "/v1/whoami",
     ):
         assert p in paths, p
@@ -608,3 +711,15 @@ def test_body_schemas_name_exactly_the_dataclass_fields() -> None:
 
     step = StepResult(run_id="r", thread="t", status="completed").to_dict()
     assert set(step) <= set(STEP_RESULT["properties"])
+    from tether.runtime import PendingApproval
+
+    for name, cls in (
+        ("TaskState", control.TaskState),
+        ("Transition", control.Transition),
+        ("RunSummary", control.RunSummary),
+        ("RunList", control.RunList),
+        ("PendingApproval", PendingApproval),
+    ):
+        assert set(COMPONENTS[name]["properties"]) == {f.name for f in dataclasses.fields(cls)}, (
+            name
+        )

@@ -100,6 +100,9 @@ ENDPOINTS: list[tuple[str, str, Any, str | None]] = [
         None,
         "state.history",
     ),
+    ("GET", "/v1/ns/default/runs?status=suspended", None, "state.describe"),
+    ("GET", "/v1/ns/default/threads/support-1/task?run={run}", None, "state.describe"),
+    ("GET", "/v1/ns/default/threads/billing/approvals", None, "state.describe"),
     # A plain store: refused with 409 not_encrypted once the grant lets it through.
     ("POST", "/v1/ns/default/users/ada/erase", None, "state.erase"),
     ("POST", "/v1/ns/default/threads/support-1/step", {"input": "hi", "user": "ada"}, "agent.step"),

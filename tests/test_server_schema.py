@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import (
@@ -51,3 +52,37 @@ schema = _schema()
 )
 def test_no_server_errors(case: schemathesis.Case[Any]) -> None:
     case.call_and_validate(headers={"Authorization": f"Bearer {TOKEN}"}, checks=CHECKS)
+
+
+# Random ids seldom name a thread that exists: the task routes are also called on the
+# filled store's real threads, so their 200 bodies are checked against their schemas.
+REAL_CASES = [
+    ("/v1/ns/{namespace}/runs", {}, {}),
+    ("/v1/ns/{namespace}/runs", {}, {"status": "suspended", "limit": 1}),
+    ("/v1/ns/{namespace}/threads/{thread}/task", {"thread": "support-1"}, {}),
+    ("/v1/ns/{namespace}/threads/{thread}/task", {"thread": "billing"}, {}),
+    ("/v1/ns/{namespace}/threads/{thread}/approvals", {"thread": "billing"}, {}),
+]
+
+
+@pytest.mark.parametrize(("path", "params", "query"), REAL_CASES)
+def test_task_routes_answer_their_schemas_on_real_data(
+    path: str, params: dict[str, str], query: dict[str, Any]
+) -> None:
+    case = schema[path]["GET"].Case(path_parameters={"namespace": "default", **params}, query=query)
+    r = case.call_and_validate(headers={"Authorization": f"Bearer {TOKEN}"}, checks=CHECKS)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    if path.endswith("/approvals"):
+        assert body["pending_approvals"][0]["name"] == "transfer"
+    elif path.endswith("/runs"):
+        assert body["runs"] and body["counts"]["suspended"] == 1
+    else:
+        assert body["history"][0]["status"] == "running"
+
+
+def test_every_published_route_is_fuzzed() -> None:
+    operations = [o.ok() for o in schema.get_all_operations()]  # type: ignore[union-attr]
+    fuzzed = {(op.method.upper(), op.path) for op in operations}
+    for path in ("/runs", "/threads/{thread}/task", "/threads/{thread}/approvals"):
+        assert ("GET", "/v1/ns/{namespace}" + path) in fuzzed

@@ -4,14 +4,17 @@ The server validates bodies with the library's own ``from_dict`` (so HTTP,
 Python and the CLI refuse the same things with the same messages); these
 schemas describe those shapes for clients and for schemathesis.
 ``tests/test_server_api.py`` checks they name exactly the dataclasses' fields.
+Each is ``_object(properties, required=...)``: the shape, not JSON Schema's boilerplate.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Final
 
 from .._errors import SNAPSHOT_CODES
 from .._graph import KINDS
+from ..control.tasks import RUN_STATUSES
 from ..control.types import MAX_PAGE, STORES, STRATEGIES
 from .auth import GRANTS
 
@@ -24,47 +27,70 @@ def ref(name: str) -> Schema:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
+def _object(
+    properties: Schema,
+    *,
+    required: Iterable[str] = (),
+    description: str | None = None,
+    closed: bool = False,
+) -> Schema:
+    """An object schema; ``closed``: unknown fields are refused (request bodies)."""
+    out: Schema = {"type": "object"}
+    if description is not None:
+        out["description"] = description
+    if closed:
+        out["additionalProperties"] = False
+    if required:
+        out["required"] = list(required)
+    out["properties"] = properties
+    return out
+
+
 def _nullable(s: Schema) -> Schema:
     return {"anyOf": [s, {"type": "null"}]}
 
 
+def _or_null(type_: str) -> Schema:
+    return {"type": [type_, "null"]}
+
+
+def _array(items: Schema) -> Schema:
+    return {"type": "array", "items": items}
+
+
+_STR: Final[Schema] = {"type": "string"}
+_INT: Final[Schema] = {"type": "integer"}
+_BOOL: Final[Schema] = {"type": "boolean"}
+_OBJ: Final[Schema] = {"type": "object"}
+_ANY: Final[Schema] = {}
+_COUNT: Final[Schema] = {"type": "integer", "minimum": 0}
 _IDENT: Final[Schema] = {"type": "string", "minLength": 1, "maxLength": 200}
 _NODE_ID: Final[Schema] = {"type": "string", "pattern": "^cw_[0-9a-f]{24}$"}
+_RUN_STATUS: Final[Schema] = {"type": "string", "enum": list(RUN_STATUSES)}
 
-ERROR: Final[Schema] = {
-    "type": "object",
-    "description": "Every error: the class, a stable code, what to do, and structured details.",
-    "required": ["error", "code", "message", "details"],
-    "properties": {
-        "error": {"type": "string"},
+ERROR: Final = _object(
+    {
+        "error": _STR,
         "code": {"type": "string", "examples": ["invalid_request", *SNAPSHOT_CODES[:3]]},
-        "message": {"type": "string"},
-        "details": {"type": "object"},
+        "message": _STR,
+        "details": _OBJ,
     },
-}
+    required=("error", "code", "message", "details"),
+    description="Every error: the class, a stable code, what to do, and structured details.",
+)
 
-REQUEST: Final[Schema] = {
-    "type": "object",
-    "description": (
-        "StateOperationRequest (seed 002's shape): one request type for every operation; "
-        "the operation decides which fields apply. Unknown fields are refused."
-    ),
-    "additionalProperties": False,
-    "properties": {
+REQUEST: Final = _object(
+    {
         "namespace": {"type": "string", "minLength": 1, "maxLength": 256, "default": "default"},
         "thread": _nullable(_IDENT),
         "session_id": _nullable({**_IDENT, "description": "Seed 002's name for thread."}),
         "user": _nullable(_IDENT),
-        "app": {"type": "boolean", "default": False},
+        "app": {**_BOOL, "default": False},
         "run": _nullable({"type": "string", "pattern": "^[\\x21-\\x7e]{1,200}$"}),
         "variable": _nullable({"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_.-]{0,127}$"}),
-        "whole_namespace": {"type": "boolean", "default": False},
-        "stores": {
-            "type": "array",
-            "items": {"type": "string", "enum": list(STORES)},
-            "default": [],
-        },
-        "include_data": {"type": "boolean", "default": False},
+        "whole_namespace": {**_BOOL, "default": False},
+        "stores": {**_array({"type": "string", "enum": list(STORES)}), "default": []},
+        "include_data": {**_BOOL, "default": False},
         "llm": {**_IDENT, "default": "agent"},
         "strategy": {"type": "string", "enum": list(STRATEGIES), "default": "tokens"},
         "max_messages": {"type": "integer", "minimum": 1, "default": 20},
@@ -74,241 +100,276 @@ REQUEST: Final[Schema] = {
         "after": {"type": "integer", "minimum": 0, "default": 0},
         "before": _nullable({"type": "integer", "minimum": 1}),
         "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 100},
-        "descending": {"type": "boolean", "default": False},
+        "descending": {**_BOOL, "default": False},
         "node": _nullable(_NODE_ID),
         "new_thread": _nullable(_IDENT),
         "snapshot": _nullable(ref("Snapshot")),
-        "replace": {"type": "boolean", "default": False},
-        "metadata": {"type": "object", "default": {}},
+        "replace": {**_BOOL, "default": False},
+        "metadata": {**_OBJ, "default": {}},
     },
-}
+    description=(
+        "StateOperationRequest (seed 002's shape): one request type for every operation; "
+        "the operation decides which fields apply. Unknown fields are refused."
+    ),
+    closed=True,
+)
 
-NODE: Final[Schema] = {
-    "type": "object",
-    "required": ["id", "kind", "parents", "payload", "createdAt", "sequence"],
-    "properties": {
+NODE: Final = _object(
+    {
         "id": _NODE_ID,
         "kind": {"type": "string", "enum": sorted(KINDS)},
-        "parents": {"type": "array", "items": _NODE_ID},
-        "payload": {},
-        "createdAt": {"type": "string"},
+        "parents": _array(_NODE_ID),
+        "payload": _ANY,
+        "createdAt": _STR,
         "sequence": {"type": "integer", "minimum": 1},
-        "resourceKey": {"type": "string"},
+        "resourceKey": _STR,
     },
-}
+    required=("id", "kind", "parents", "payload", "createdAt", "sequence"),
+)
 
-SNAPSHOT: Final[Schema] = {
-    "type": "object",
-    "description": "SPEC §1: an AgentState. Imports are validated node by node.",
-    "required": ["version", "nodes", "frontier"],
-    "properties": {
+SNAPSHOT: Final = _object(
+    {
         "version": {"type": "integer", "const": 1},
-        "nodes": {"type": "array", "items": ref("Node")},
-        "frontier": {"type": "array", "items": _NODE_ID},
+        "nodes": _array(ref("Node")),
+        "frontier": _array(_NODE_ID),
     },
-}
+    required=("version", "nodes", "frontier"),
+    description="SPEC §1: an AgentState. Imports are validated node by node.",
+)
 
-STORE_REPORT: Final[Schema] = {
-    "type": "object",
-    "required": ["name"],
-    "properties": {
-        "name": {"type": "string"},
-        "scope": {"type": ["string", "null"]},
-        "enabled": {"type": "boolean"},
-        "exists": {"type": "boolean"},
-        "item_count": {"type": ["integer", "null"]},
-        "message_count": {"type": ["integer", "null"]},
-        "node_count": {"type": ["integer", "null"]},
-        "size_bytes": {"type": ["integer", "null"]},
-        "cleared": {"type": "boolean"},
-        "compacted": {"type": "boolean"},
-        "data": {},
-        "metadata": {"type": "object"},
-        "error": {"type": ["string", "null"]},
+STORE_REPORT: Final = _object(
+    {
+        "name": _STR,
+        "scope": _or_null("string"),
+        "enabled": _BOOL,
+        "exists": _BOOL,
+        "item_count": _or_null("integer"),
+        "message_count": _or_null("integer"),
+        "node_count": _or_null("integer"),
+        "size_bytes": _or_null("integer"),
+        "cleared": _BOOL,
+        "compacted": _BOOL,
+        "data": _ANY,
+        "metadata": _OBJ,
+        "error": _or_null("string"),
     },
-}
+    required=("name",),
+)
 
-SCOPE_CHECK: Final[Schema] = {
-    "type": "object",
-    "required": ["scope", "ok"],
-    "properties": {
-        "scope": {"type": "string"},
-        "ok": {"type": "boolean"},
-        "checked": {"type": "integer"},
-        "code": {"type": ["string", "null"]},
-        "message": {"type": ["string", "null"]},
-        "index": {"type": ["integer", "null"]},
-        "node_id": {"type": ["string", "null"]},
+SCOPE_CHECK: Final = _object(
+    {
+        "scope": _STR,
+        "ok": _BOOL,
+        "checked": _INT,
+        "code": _or_null("string"),
+        "message": _or_null("string"),
+        "index": _or_null("integer"),
+        "node_id": _or_null("string"),
     },
-}
+    required=("scope", "ok"),
+)
 
-RESULT: Final[Schema] = {
-    "type": "object",
-    "description": "StateOperationResult: what one operation did or found, per store and overall.",
-    "required": ["operation", "namespace", "ok", "stores"],
-    "properties": {
-        "operation": {"type": "string"},
-        "namespace": {"type": "string"},
-        "scope": {"type": ["string", "null"]},
-        "ok": {"type": "boolean"},
-        "stores": {"type": "array", "items": ref("StateStoreReport")},
-        "cleared": {"type": "array", "items": {"type": "string"}},
-        "compacted": {"type": "array", "items": {"type": "string"}},
-        "missing": {"type": "array", "items": {"type": "string"}},
-        "errors": {"type": "array", "items": {"type": "object"}},
-        "nodes": {"type": "array", "items": ref("Node")},
-        "next_after": {"type": ["integer", "null"]},
-        "snapshot": {"anyOf": [ref("Snapshot"), {"type": "null"}]},
-        "checks": {"type": "array", "items": ref("ScopeCheck")},
-        "created": {"type": ["string", "null"]},
-        "metadata": {"type": "object"},
+RESULT: Final = _object(
+    {
+        "operation": _STR,
+        "namespace": _STR,
+        "scope": _or_null("string"),
+        "ok": _BOOL,
+        "stores": _array(ref("StateStoreReport")),
+        "cleared": _array(_STR),
+        "compacted": _array(_STR),
+        "missing": _array(_STR),
+        "errors": _array(_OBJ),
+        "nodes": _array(ref("Node")),
+        "next_after": _or_null("integer"),
+        "snapshot": _nullable(ref("Snapshot")),
+        "checks": _array(ref("ScopeCheck")),
+        "created": _or_null("string"),
+        "metadata": _OBJ,
     },
-}
+    required=("operation", "namespace", "ok", "stores"),
+    description="StateOperationResult: what one operation did or found, per store and overall.",
+)
 
-THREADS: Final[Schema] = {
-    "type": "object",
-    "required": ["namespace", "threads", "next_after"],
-    "properties": {
-        "namespace": {"type": "string"},
-        "threads": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "thread": {"type": "string"},
-                    "scope": {"type": "string"},
-                    "nodes": {"type": "integer"},
-                    "generation": {"type": "integer"},
-                    "size_bytes": {"type": "integer"},
-                    "runs": {"type": "integer"},
-                },
-            },
-        },
-        "next_after": {"type": ["string", "null"]},
+THREADS: Final = _object(
+    {
+        "namespace": _STR,
+        "threads": _array(
+            _object(
+                {
+                    "thread": _STR,
+                    "scope": _STR,
+                    "nodes": _INT,
+                    "generation": _INT,
+                    "size_bytes": _INT,
+                    "runs": _INT,
+                }
+            )
+        ),
+        "next_after": _or_null("string"),
     },
-}
+    required=("namespace", "threads", "next_after"),
+)
 
-RESOURCES: Final[Schema] = {
-    "type": "object",
-    "description": "The current node of each resource key (variables, memory) of a scope.",
-    "required": ["namespace", "scope", "resources"],
-    "properties": {
-        "namespace": {"type": "string"},
-        "scope": {"type": "string"},
-        "prefix": {"type": "string"},
-        "resources": {"type": "object", "additionalProperties": ref("Node")},
+RESOURCES: Final = _object(
+    {
+        "namespace": _STR,
+        "scope": _STR,
+        "prefix": _STR,
+        "resources": {**_OBJ, "additionalProperties": ref("Node")},
     },
-}
+    required=("namespace", "scope", "resources"),
+    description="The current node of each resource key (variables, memory) of a scope.",
+)
 
-VERSIONS: Final[Schema] = {
-    "type": "object",
-    "description": "Every version of one resource key, oldest first.",
-    "required": ["namespace", "scope", "key", "versions"],
-    "properties": {
-        "namespace": {"type": "string"},
-        "scope": {"type": "string"},
-        "key": {"type": "string"},
-        "versions": {"type": "array", "items": ref("Node")},
+VERSIONS: Final = _object(
+    {"namespace": _STR, "scope": _STR, "key": _STR, "versions": _array(ref("Node"))},
+    required=("namespace", "scope", "key", "versions"),
+    description="Every version of one resource key, oldest first.",
+)
+
+WHOAMI: Final = _object(
+    {
+        "name": _STR,
+        "grants": _array({"type": "string", "enum": [*GRANTS, "*"]}),
+        "namespaces": _array(_STR),
+        "agent": {**_BOOL, "description": "Whether this server runs agent steps."},
+        "version": _STR,
     },
-}
+    required=("name", "grants", "namespaces", "agent"),
+)
 
-WHOAMI: Final[Schema] = {
-    "type": "object",
-    "required": ["name", "grants", "namespaces", "agent"],
-    "properties": {
-        "name": {"type": "string"},
-        "grants": {"type": "array", "items": {"type": "string", "enum": [*GRANTS, "*"]}},
-        "namespaces": {"type": "array", "items": {"type": "string"}},
-        "agent": {"type": "boolean", "description": "Whether this server runs agent steps."},
-        "version": {"type": "string"},
-    },
-}
-
-EXECUTION: Final[Schema] = {
-    "type": "object",
-    "description": "Seed 000's ExecutorState of one run, with its tree of child executors.",
-    "required": ["execution_id", "status", "children"],
-    "properties": {
-        "execution_id": {"type": "string"},
-        "node_actor_id": {"type": "string"},
+EXECUTION: Final = _object(
+    {
+        "execution_id": _STR,
+        "node_actor_id": _STR,
         "status": {
             "type": "string",
             "enum": ["idle", "running", "suspended", "completed", "failed"],
         },
-        "child_executor_ids": {"type": "array", "items": {"type": "string"}},
-        "children": {"type": "array", "items": {"type": "object"}},
-        "actor": {"type": ["object", "null"]},
-        "run": {"type": "string"},
-        "kind": {"type": "string"},
+        "child_executor_ids": _array(_STR),
+        "children": _array(_OBJ),
+        "actor": _or_null("object"),
+        "run": _STR,
+        "kind": _STR,
     },
-}
+    required=("execution_id", "status", "children"),
+    description="Seed 000's ExecutorState of one run, with its tree of child executors.",
+)
 
-FORK: Final[Schema] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["node"],
-    "properties": {"node": _NODE_ID, "new_thread": _nullable(_IDENT)},
-}
+FORK: Final = _object(
+    {"node": _NODE_ID, "new_thread": _nullable(_IDENT)}, required=("node",), closed=True
+)
 
-STEP_REQUEST: Final[Schema] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["input"],
-    "properties": {
+STEP_REQUEST: Final = _object(
+    {
         "input": {"description": "The user's input for this turn (any JSON)."},
         "user": _nullable(_IDENT),
-        "context": {"type": "object", "description": "Reaches the run; never stored."},
-        "metadata": {"type": "object"},
+        "context": {**_OBJ, "description": "Reaches the run; never stored."},
+        "metadata": _OBJ,
     },
-}
+    required=("input",),
+    closed=True,
+)
 
-DECISION_REQUEST: Final[Schema] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["call"],
-    "properties": {
+DECISION_REQUEST: Final = _object(
+    {
         "call": {"type": "string", "minLength": 1, "description": "call_id or tool_call node id"},
-        "reason": _nullable({"type": "string"}),
-        "context": {"type": "object"},
-        "resume": {"type": "boolean", "default": True},
+        "reason": _nullable(_STR),
+        "context": _OBJ,
+        "resume": {**_BOOL, "default": True},
     },
-}
+    required=("call",),
+    closed=True,
+)
 
-RESUME_REQUEST: Final[Schema] = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {"context": {"type": "object"}},
-}
+RESUME_REQUEST: Final = _object({"context": _OBJ}, closed=True)
 
-STEP_RESULT: Final[Schema] = {
-    "type": "object",
-    "required": ["thread", "status"],
-    "properties": {
-        "run_id": {"type": "string"},
-        "call": {"type": "string"},
+PENDING_APPROVAL: Final = _object(
+    {"call_id": _STR, "node_id": _NODE_ID, "name": _STR, "arguments": _OBJ},
+    required=("call_id", "node_id", "name", "arguments"),
+    description="A tool call waiting for a person: approve or reject it by call_id.",
+)
+
+STEP_RESULT: Final = _object(
+    {
+        "run_id": _STR,
+        "call": _STR,
         "decision": {"type": "string", "enum": ["approved", "rejected"]},
-        "thread": {"type": "string"},
+        "thread": _STR,
         "status": {"type": "string", "enum": ["completed", "suspended", "failed", "decided"]},
-        "answer": {},
-        "pending_approvals": {"type": "array", "items": {"type": "object"}},
-        "error": {"type": ["object", "null"]},
+        "answer": _ANY,
+        "pending_approvals": _array(ref("PendingApproval")),
+        "error": _or_null("object"),
     },
-}
+    required=("thread", "status"),
+)
 
-ERASURE_RESULT: Final[Schema] = {
-    "type": "object",
-    "description": "ErasureResult: the data keys destroyed (ids only) and what followed.",
-    "required": ["operation", "namespace", "user", "keys_destroyed", "key_ids", "threads"],
-    "properties": {
+ERASURE_RESULT: Final = _object(
+    {
         "operation": {"type": "string", "enum": ["erase"]},
-        "namespace": {"type": "string"},
-        "user": {"type": "string"},
-        "keys_destroyed": {"type": "integer", "minimum": 0},
-        "key_ids": {"type": "array", "items": {"type": "string"}},
-        "threads": {"type": "integer", "minimum": 0},
-        "unindexed_runs": {"type": "integer", "minimum": 0},
+        "namespace": _STR,
+        "user": _STR,
+        "keys_destroyed": _COUNT,
+        "key_ids": _array(_STR),
+        "threads": _COUNT,
+        "unindexed_runs": _COUNT,
     },
-}
+    required=("operation", "namespace", "user", "keys_destroyed", "key_ids", "threads"),
+    description="ErasureResult: the data keys destroyed (ids only) and what followed.",
+)
+
+TRANSITION: Final = _object(
+    {"status": _RUN_STATUS, "at": _STR, "node": _NODE_ID},
+    required=("status", "at", "node"),
+    description="One status change of a run: the status it entered, when, and the node.",
+)
+
+TASK_STATE: Final = _object(
+    {
+        "thread": _STR,
+        "run": _STR,
+        "status": _RUN_STATUS,
+        "started_at": _STR,
+        "updated_at": _STR,
+        "metadata": _OBJ,
+        "input": _ANY,
+        "history": _array(ref("Transition")),
+    },
+    required=("thread", "run", "status", "started_at", "updated_at", "metadata", "history"),
+    description="TaskState: a run's metadata and its status history (seed 002's task module).",
+)
+
+RUN_SUMMARY: Final = _object(
+    {
+        "thread": _STR,
+        "run": _STR,
+        "status": _RUN_STATUS,
+        "started_at": _STR,
+        "updated_at": _STR,
+        "metadata": _OBJ,
+        "pending": _array(_object({"call_id": _STR, "name": _STR})),
+    },
+    required=("thread", "run", "status", "started_at", "updated_at", "metadata", "pending"),
+    description="RunSummary: one entry of the run index (pending: what a suspended run awaits).",
+)
+
+RUN_LIST: Final = _object(
+    {
+        "namespace": _STR,
+        "runs": _array(ref("RunSummary")),
+        "next_after": _or_null("string"),
+        "counts": {**_OBJ, "additionalProperties": _COUNT},
+    },
+    required=("namespace", "runs", "next_after", "counts"),
+    description="RunList: a page of the run index, oldest first; counts per status.",
+)
+
+PENDING_APPROVALS: Final = _object(
+    {"namespace": _STR, "thread": _STR, "pending_approvals": _array(ref("PendingApproval"))},
+    required=("namespace", "thread", "pending_approvals"),
+    description="The tool calls of the thread's latest run that wait for a decision.",
+)
 
 COMPONENTS: Final[dict[str, Schema]] = {
     "Error": ERROR,
@@ -327,6 +388,12 @@ COMPONENTS: Final[dict[str, Schema]] = {
     "StepRequest": STEP_REQUEST,
     "DecisionRequest": DECISION_REQUEST,
     "ResumeRequest": RESUME_REQUEST,
+    "PendingApproval": PENDING_APPROVAL,
+    "PendingApprovals": PENDING_APPROVALS,
     "StepResult": STEP_RESULT,
     "ErasureResult": ERASURE_RESULT,
+    "Transition": TRANSITION,
+    "TaskState": TASK_STATE,
+    "RunSummary": RUN_SUMMARY,
+    "RunList": RUN_LIST,
 }

@@ -11,7 +11,10 @@ Routes (docs/http.md has the details; ``/openapi.json`` the schema):
 * ``/v1/ns/{namespace}/...``: threads, a thread's description, history, export,
   import, fork, verify, reset, a run's execution, resource heads and versions,
   erasing a user (``POST .../users/{user}/erase``, grant ``state.erase``, an
-  encrypted store); with an agent, ``step``, ``resume``, ``approve`` and ``reject``;
+  encrypted store); task state: the namespace's runs (``GET .../runs?status=``), a
+  run's metadata and status history (``.../threads/{thread}/task``) and what a run
+  waits on (``.../threads/{thread}/approvals``); with an agent, ``step``, ``resume``,
+  ``approve`` and ``reject``;
 * ``GET /v1/whoami``: what the caller's token may do; ``GET /healthz``;
 * ``/``: the inspector (static files; it asks for a token and calls the API).
 
@@ -40,12 +43,12 @@ from .. import __version__
 from .._errors import InvalidRequest, TetherError
 from ..runtime.agent import Agent
 from ..store import Store
-from . import routes_agent, routes_ns, routes_state
+from . import routes_agent, routes_ns, routes_state, routes_tasks
 from ._deps import AgentFactory, Server, authenticated
 from ._http import error_response, json_response
 from .auth import AuthConfigError, Token, Tokens
 from .limits import DEFAULT_MAX_BODY, ASGIApp, BodyLimit, Message, Receive, Scope, Send
-from .openapi import errors, install
+from .openapi import errors, install, ok
 
 __all__ = ["create_app"]
 
@@ -136,21 +139,14 @@ def create_app(
         "/v1/whoami",
         tags=["meta"],
         summary="What the caller's token may do, and whether agent routes exist",
-        responses={
-            200: {
-                "description": "The token's name, grants and namespaces.",
-                "content": {
-                    "application/json": {"schema": {"$ref": "#/components/schemas/WhoAmI"}}
-                },
-            },
-            **errors(401),
-        },
+        responses={**ok("WhoAmI", "The token's name, grants and namespaces."), **errors(401)},
     )
     async def whoami(token: Annotated[Token, Depends(authenticated)]) -> Response:
         return json_response({**token.to_dict(), "agent": server.has_agent, "version": __version__})
 
     app.include_router(routes_state.router())
     app.include_router(routes_ns.router())
+    app.include_router(routes_tasks.router())
     if agent is not None:
         app.include_router(routes_agent.router())
     if inspector:

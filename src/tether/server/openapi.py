@@ -16,18 +16,28 @@ from fastapi.openapi.utils import get_openapi
 from ._http import STATUS_CODES
 from ._schemas import COMPONENTS, ref
 
-__all__ = ["errors", "install"]
+__all__ = ["errors", "install", "ok", "request_body"]
+
+Responses = dict[int | str, dict[str, Any]]
 
 
-def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+def ok(schema: str, description: str) -> Responses:
+    """A route's 200 response: a JSON body with the component ``schema``."""
+    return {200: {"description": description, "content": _json(schema)}}
+
+
+def request_body(schema: str, *, required: bool = True) -> dict[str, Any]:
+    """``openapi_extra`` for a route that reads its JSON body itself (``from_dict``)."""
+    return {"requestBody": {"required": required, "content": _json(schema)}}
+
+
+def _json(schema: str) -> dict[str, Any]:
+    return {"application/json": {"schema": ref(schema)}}
+
+
+def errors(*codes: int) -> Responses:
     """The documented error responses of a route (all with the Error body)."""
-    return {
-        code: {
-            "description": STATUS_CODES[code],
-            "content": {"application/json": {"schema": ref("Error")}},
-        }
-        for code in codes
-    }
+    return {code: {"description": STATUS_CODES[code], "content": _json("Error")} for code in codes}
 
 
 def install(app: FastAPI) -> None:

@@ -6,173 +6,174 @@
 a completed, suspended or failed run is a 200 with that status (the run's own
 failure is data, not an HTTP error). Grants: ``agent.step`` (step, resume) and
 ``agent.approve`` (approve, reject).
+
+The four routes differ only in their body's fields and the agent method they call,
+so each is one ``_Route`` entry and one handler is built per entry.
 """
 
-from __future__ import annotations
-
-from collections.abc import Mapping
+# No `from __future__ import annotations`: FastAPI reads the handler signature built
+# in _add, whose dependency names a local (the route's grant).
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from .._errors import InvalidRequest
+from ..runtime.agent import Agent
 from ..scopes import thread as thread_scope
 from ._deps import need, server_of
 from ._http import json_object, json_response, read_json
-from ._schemas import ref
 from .auth import Token
-from .openapi import errors
+from .openapi import errors, ok, request_body
 from .routes_ns import NamespacePath, ThreadPath
 
 __all__ = ["router"]
 
-_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {
-        "description": "The run as the graph records it: completed, suspended or failed.",
-        "content": {"application/json": {"schema": ref("StepResult")}},
-    },
+_RESPONSES = {
+    **ok("StepResult", "The run as the graph records it: completed, suspended or failed."),
     **errors(400, 401, 403, 404, 409, 410, 413),
 }
 
-
-def _body(
-    data: Any, what: str, allowed: set[str], required: tuple[str, ...] = ()
-) -> dict[str, Any]:
-    body = json_object({} if data is None else data, what)
-    for k in body:
-        if k not in allowed:
-            raise InvalidRequest(
-                f"unknown field {k!r} in {what}; known: {', '.join(sorted(allowed))}", field=k
-            )
-    for k in required:
-        if k not in body:
-            raise InvalidRequest(f"{what} needs {k!r}", field=k)
-    return body
+Body = dict[str, Any]
 
 
-def _mapping(body: dict[str, Any], key: str) -> Mapping[str, Any] | None:
+def _mapping(body: Body, key: str) -> Mapping[str, Any] | None:
     v = body.get(key)
     if v is not None and not isinstance(v, dict):
         raise InvalidRequest(f"{key} is a JSON object", field=key)
     return v
 
 
-def _str(body: dict[str, Any], key: str) -> str | None:
+def _str(body: Body, key: str) -> str | None:
     v = body.get(key)
     if v is not None and not isinstance(v, str):
         raise InvalidRequest(f"{key} is a string", field=key)
     return v
 
 
-def _request_body(schema: str, required: bool) -> dict[str, Any]:
-    return {
-        "requestBody": {
-            "required": required,
-            "content": {"application/json": {"schema": ref(schema)}},
-        }
-    }
+async def _step(agent: Agent, thread: str, body: Body) -> Any:
+    result = await agent.step(
+        body["input"],
+        thread=thread,
+        user=_str(body, "user"),
+        context=_mapping(body, "context"),
+        metadata=_mapping(body, "metadata"),
+    )
+    return result.to_dict()
+
+
+async def _resume(agent: Agent, thread: str, body: Body) -> Any:
+    return (await agent.resume(thread, context=_mapping(body, "context"))).to_dict()
+
+
+def _decide(approve: bool) -> Callable[[Agent, str, Body], Awaitable[Any]]:
+    async def decide(agent: Agent, thread: str, body: Body) -> Any:
+        call = _str(body, "call") or ""
+        resume = body.get("resume", True)
+        if not isinstance(resume, bool):
+            raise InvalidRequest("resume is true or false", field="resume")
+        fn = agent.approve if approve else agent.reject
+        result = await fn(
+            thread,
+            call,
+            reason=_str(body, "reason"),
+            context=_mapping(body, "context"),
+            resume=resume,
+        )
+        if result is None:  # resume=False: only the decision was committed
+            decision = "approved" if approve else "rejected"
+            return {"thread": thread, "status": "decided", "call": call, "decision": decision}
+        return result.to_dict()
+
+    return decide
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Route:
+    name: str
+    grant: str
+    summary: str
+    schema: str  # the request body's component
+    fields: frozenset[str]
+    required: tuple[str, ...]
+    call: Callable[[Agent, str, Body], Awaitable[Any]]
+
+
+_DECISION = frozenset({"call", "reason", "context", "resume"})
+ROUTES = (
+    _Route(
+        name="step",
+        grant="agent.step",
+        summary="Run one turn of the agent on this thread",
+        schema="StepRequest",
+        fields=frozenset({"input", "user", "context", "metadata"}),
+        required=("input",),
+        call=_step,
+    ),
+    _Route(
+        name="resume",
+        grant="agent.step",
+        summary="Finish the thread's latest run from the graph (after a crash or shutdown)",
+        schema="ResumeRequest",
+        fields=frozenset({"context"}),
+        required=(),
+        call=_resume,
+    ),
+    *(
+        _Route(
+            name=name,
+            grant="agent.approve",
+            summary=f"{name.capitalize()} a pending tool call (and continue the run)",
+            schema="DecisionRequest",
+            fields=_DECISION,
+            required=("call",),
+            call=_decide(name == "approve"),
+        )
+        for name in ("approve", "reject")
+    ),
+)
+
+
+def _body(data: Any, route: _Route) -> Body:
+    what = f"the {route.name} request"
+    body = json_object({} if data is None else data, what)
+    for k in body:
+        if k not in route.fields:
+            known = ", ".join(sorted(route.fields))
+            raise InvalidRequest(f"unknown field {k!r} in {what}; known: {known}", field=k)
+    for k in route.required:
+        if k not in body:
+            raise InvalidRequest(f"{what} needs {k!r}", field=k)
+    return body
+
+
+def _add(r: APIRouter, route: _Route) -> None:
+    async def handler(
+        request: Request,
+        token: Annotated[Token, need(route.grant)],
+        namespace: NamespacePath,
+        thread: ThreadPath,
+    ) -> Response:
+        body = _body(await read_json(request, required=bool(route.required)), route)
+        thread_scope(thread)
+        agent = await server_of(request).agent_for(namespace)
+        return json_response(await route.call(agent, thread, body))
+
+    handler.__name__ = route.name
+    r.add_api_route(
+        f"/{route.name}",
+        handler,
+        methods=["POST"],
+        summary=route.summary,
+        openapi_extra=request_body(route.schema, required=bool(route.required)),
+        responses=_RESPONSES,
+    )
 
 
 def router() -> APIRouter:
     r = APIRouter(prefix="/v1/ns/{namespace}/threads/{thread}", tags=["agent"])
-
-    @r.post(
-        "/step",
-        summary="Run one turn of the agent on this thread",
-        openapi_extra=_request_body("StepRequest", True),
-        responses=_RESPONSES,
-    )
-    async def step(
-        request: Request,
-        token: Annotated[Token, need("agent.step")],
-        namespace: NamespacePath,
-        thread: ThreadPath,
-    ) -> Response:
-        body = _body(
-            await read_json(request),
-            "a step request",
-            {"input", "user", "context", "metadata"},
-            ("input",),
-        )
-        thread_scope(thread)
-        agent = await server_of(request).agent_for(namespace)
-        result = await agent.step(
-            body["input"],
-            thread=thread,
-            user=_str(body, "user"),
-            context=_mapping(body, "context"),
-            metadata=_mapping(body, "metadata"),
-        )
-        return json_response(result.to_dict())
-
-    @r.post(
-        "/resume",
-        summary="Finish the thread's latest run from the graph (after a crash or shutdown)",
-        openapi_extra=_request_body("ResumeRequest", False),
-        responses=_RESPONSES,
-    )
-    async def resume(
-        request: Request,
-        token: Annotated[Token, need("agent.step")],
-        namespace: NamespacePath,
-        thread: ThreadPath,
-    ) -> Response:
-        body = _body(await read_json(request, required=False), "a resume request", {"context"})
-        thread_scope(thread)
-        agent = await server_of(request).agent_for(namespace)
-        result = await agent.resume(thread, context=_mapping(body, "context"))
-        return json_response(result.to_dict())
-
-    def decision(approve: bool) -> Any:
-        async def decide(
-            request: Request,
-            token: Annotated[Token, need("agent.approve")],
-            namespace: NamespacePath,
-            thread: ThreadPath,
-        ) -> Response:
-            body = _body(
-                await read_json(request),
-                "a decision",
-                {"call", "reason", "context", "resume"},
-                ("call",),
-            )
-            call = _str(body, "call")
-            resume = body.get("resume", True)
-            if not isinstance(resume, bool):
-                raise InvalidRequest("resume is true or false", field="resume")
-            thread_scope(thread)
-            agent = await server_of(request).agent_for(namespace)
-            fn = agent.approve if approve else agent.reject
-            result = await fn(
-                thread,
-                call or "",
-                reason=_str(body, "reason"),
-                context=_mapping(body, "context"),
-                resume=resume,
-            )
-            if result is None:
-                return json_response(
-                    {
-                        "thread": thread,
-                        "status": "decided",
-                        "call": call,
-                        "decision": "approved" if approve else "rejected",
-                    }
-                )
-            return json_response(result.to_dict())
-
-        decide.__name__ = "approve" if approve else "reject"
-        return decide
-
-    for approve in (True, False):
-        name = "approve" if approve else "reject"
-        r.add_api_route(
-            f"/{name}",
-            decision(approve),
-            methods=["POST"],
-            summary=f"{name.capitalize()} a pending tool call (and continue the run)",
-            openapi_extra=_request_body("DecisionRequest", True),
-            responses=_RESPONSES,
-        )
+    for route in ROUTES:
+        _add(r, route)
     return r

@@ -33,9 +33,8 @@ from ..memory.execution import execution_view
 from ..store._base import check_name
 from ._deps import need, server_of
 from ._http import json_object, json_response, read_json
-from ._schemas import ref
 from .auth import Token
-from .openapi import errors
+from .openapi import errors, ok, request_body
 
 __all__ = ["NamespacePath", "ThreadPath", "router"]
 
@@ -46,17 +45,8 @@ _MAX_VERSIONS: Final = 1000
 _FILENAME_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def _ok(schema: str, description: str) -> dict[int | str, dict[str, Any]]:
-    return {
-        200: {
-            "description": description,
-            "content": {"application/json": {"schema": ref(schema)}},
-        }
-    }
-
-
 _READ = errors(400, 401, 403, 410, 413)
-_RESULT = _ok("StateOperationResult", "The operation's result.")
+_RESULT = ok("StateOperationResult", "The operation's result.")
 
 
 def _stores(value: str | None) -> tuple[str, ...]:
@@ -83,7 +73,7 @@ def router() -> APIRouter:
     @r.get(
         "/threads",
         summary="The threads of a namespace, paged by thread id",
-        responses={**_ok("Threads", "One page of threads."), **_READ},
+        responses={**ok("Threads", "One page of threads."), **_READ},
     )
     async def list_threads(
         request: Request,
@@ -188,7 +178,7 @@ def router() -> APIRouter:
     @r.get(
         "/threads/{thread}/export",
         summary="The thread's snapshot (SPEC §1), streamed",
-        responses={**_ok("Snapshot", "The snapshot, as `tether export` writes it."), **_READ},
+        responses={**ok("Snapshot", "The snapshot, as `tether export` writes it."), **_READ},
     )
     async def export_thread(
         request: Request,
@@ -218,12 +208,7 @@ def router() -> APIRouter:
     @r.post(
         "/threads/{thread}/import",
         summary="Validate a snapshot and write it as this (empty) thread",
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": ref("Snapshot")}},
-            }
-        },
+        openapi_extra=request_body("Snapshot"),
         responses={**_RESULT, **_READ, **errors(409, 422)},
     )
     async def import_thread(
@@ -241,12 +226,7 @@ def router() -> APIRouter:
     @r.post(
         "/threads/{thread}/fork",
         summary="A new thread from any node of this one",
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": ref("ForkRequest")}},
-            }
-        },
+        openapi_extra=request_body("ForkRequest"),
         responses={**_RESULT, **_READ, **errors(404, 409)},
     )
     async def fork_thread(
@@ -286,7 +266,7 @@ def router() -> APIRouter:
     @r.get(
         "/threads/{thread}/runs/{run}",
         summary="A run's execution state: seed 000's executor tree, derived from the graph",
-        responses={**_ok("Execution", "The run's executor tree."), **_READ, **errors(404)},
+        responses={**ok("Execution", "The run's executor tree."), **_READ, **errors(404)},
     )
     async def run_execution(
         request: Request,
@@ -303,7 +283,7 @@ def router() -> APIRouter:
     @r.get(
         "/resources",
         summary="The current node of every resource key of a scope (variables, memory)",
-        responses={**_ok("Resources", "Resource heads by key."), **_READ},
+        responses={**ok("Resources", "Resource heads by key."), **_READ},
     )
     async def resources(
         request: Request,
@@ -328,7 +308,7 @@ def router() -> APIRouter:
     @r.get(
         "/versions",
         summary="Every version of one resource key of a scope, oldest first",
-        responses={**_ok("Versions", "The key's versions."), **_READ},
+        responses={**ok("Versions", "The key's versions."), **_READ},
     )
     async def versions(
         request: Request,
@@ -361,7 +341,7 @@ def router() -> APIRouter:
             "opened without a master key. Needs the grant `state.erase`."
         ),
         responses={
-            **_ok("ErasureResult", "What was destroyed."),
+            **ok("ErasureResult", "What was destroyed."),
             **errors(400, 401, 403, 409, 413),
         },
     )

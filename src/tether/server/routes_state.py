@@ -20,9 +20,8 @@ from .._errors import NotFound
 from ..control.types import OPERATIONS, StateOperationRequest
 from ._deps import need, server_of
 from ._http import json_object, json_response, read_json
-from ._schemas import ref
 from .auth import Token
-from .openapi import errors
+from .openapi import errors, ok, request_body
 
 __all__ = ["router"]
 
@@ -74,17 +73,9 @@ def _add(r: APIRouter, op: str) -> None:
             "The body is a StateOperationRequest; unknown fields are refused."
         ),
         operation_id=f"state_{op}",
-        openapi_extra={
-            "requestBody": {
-                "required": False,
-                "content": {"application/json": {"schema": ref("StateOperationRequest")}},
-            }
-        },
+        openapi_extra=request_body("StateOperationRequest", required=False),
         responses={
-            200: {
-                "description": "The operation's result.",
-                "content": {"application/json": {"schema": ref("StateOperationResult")}},
-            },
+            **ok("StateOperationResult", "The operation's result."),
             **errors(400, 401, 403, 404, 409, 410, 413, 422),
         },
     )

@@ -103,8 +103,9 @@ def created_at_value(s: str) -> int | str:
     writes), which ``created_at_text`` rebuilds byte for byte.
     """
     global _last_value
-    if s == _last_value[0]:  # the nodes of one commit mostly share a millisecond
-        return _last_value[1]
+    last = _last_value  # one read: another thread may replace it meanwhile
+    if s == last[0]:  # the nodes of one commit mostly share a millisecond
+        return last[1]
     v = _created_at_value(s)
     _last_value = (s, v)
     return v
@@ -132,19 +133,29 @@ def _created_at_value(s: str) -> int | str:
     return day * _MS_PER_DAY + ((h * 60 + m) * 60 + sec) * 1000 + int(s[20:23])
 
 
+_sec_text: tuple[int, str] = (0, "1970-01-01T00:00:00")
+
+
 def created_at_text(v: int | str) -> str:
-    global _last_text
+    global _last_text, _sec_text
     if isinstance(v, str):
         return v
-    if v == _last_text[0]:
-        return _last_text[1]
-    text = _created_at_text(v)
+    last = _last_text  # one read: another thread may replace it meanwhile
+    if v == last[0]:  # the nodes of one commit mostly share a millisecond
+        return last[1]
+    sec, ms = divmod(v, 1000)
+    # ... and a conversation's turns mostly share a second: format it once.
+    cached = _sec_text
+    if cached[0] != sec:
+        cached = _sec_text = (sec, _second_text(sec))
+    text = f"{cached[1]}.{ms:03d}Z"
     _last_text = (v, text)
     return text
 
 
-def _created_at_text(v: int) -> str:
-    day, ms = divmod(v, _MS_PER_DAY)
+def _second_text(sec: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS`` of a second since the epoch."""
+    day, sec = divmod(sec, 86_400)
     date = _date_of.get(day)
     if date is None:
         d = _EPOCH + timedelta(days=day)
@@ -152,10 +163,9 @@ def _created_at_text(v: int) -> str:
         if len(_date_of) > 4096:
             _date_of.clear()
         _date_of[day] = date
-    sec, ms = divmod(ms, 1000)
     m, sec = divmod(sec, 60)
     h, m = divmod(m, 60)
-    return f"{date}T{h:02d}:{m:02d}:{sec:02d}.{ms:03d}Z"
+    return f"{date}T{h:02d}:{m:02d}:{sec:02d}"
 
 
 def prefix_upper(prefix: str) -> str | None:

@@ -204,6 +204,9 @@ def _bad_writes() -> dict[str, Callable[[CausalNode], Any]]:
         "kind": lambda n: [w(nodes=(dataclasses.replace(n, kind="note"),))],
         "parents": lambda n: [w(nodes=(dataclasses.replace(n, parents=("nope",)),))],
         "frontier": lambda n: [w(nodes=(n,), frontier=("bad",))],
+        "parent_unhashable": lambda n: [w(nodes=(dataclasses.replace(n, parents=([n.id],)),))],
+        "frontier_unhashable": lambda n: [w(nodes=(n,), frontier=([n.id],))],
+        "parents_list": lambda n: [w(nodes=(dataclasses.replace(n, parents=[n.id]),))],
         "twice_in_write": lambda n: [
             w(nodes=(n, dataclasses.replace(n, sequence=2)), frontier=(n.id,))
         ],

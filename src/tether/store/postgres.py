@@ -23,15 +23,18 @@ import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import orjson
+
 from .._errors import Conflict, InvalidRequest, StoreError
-from .._graph import CausalNode
+from .._graph import CausalNode, new_node
 from ._base import (
     DuplicateNodes,
     Head,
+    JsonCodec,
     PayloadCodec,
     ScopeInfo,
     ScopeStats,
@@ -290,16 +293,32 @@ class PostgresStore(Store):
         return StoreError(f"PostgreSQL failed: {e}")
 
     def _node(self, namespace: str, scope: str, row: Any) -> CausalNode:
-        seq, id_, kind, parents, cms, ctext, rkey, payload = row
-        return CausalNode(
-            id="cw_" + id_.hex(),
-            kind=KIND_CODES[kind],
-            parents=unpack_ids(parents),
-            payload=self.codec.decode(namespace, scope, payload),
-            created_at=created_at_text(cms if ctext is None else ctext),
-            sequence=seq,
-            resource_key=rkey,
-        )
+        return self._decode(namespace, scope, (row,))[0]
+
+    def _decode(self, namespace: str, scope: str, rows: Iterable[Any]) -> list[CausalNode]:
+        # The hot loop of long reads: locals, new_node (fields from rows this store
+        # wrote), orjson directly for the default codec.
+        codec = self.codec
+        if type(codec) is JsonCodec:
+            decode: Callable[[bytes], Any] = orjson.loads
+        else:
+
+            def decode(data: bytes) -> Any:
+                return codec.decode(namespace, scope, data)
+
+        kinds, unpack, text, node = KIND_CODES, unpack_ids, created_at_text, new_node
+        return [
+            node(
+                "cw_" + id_.hex(),
+                kinds[kind],
+                unpack(parents),
+                decode(payload),
+                text(cms if ctext is None else ctext),
+                seq,
+                rkey,
+            )
+            for seq, id_, kind, parents, cms, ctext, rkey, payload in rows
+        ]
 
     # -- writing -----------------------------------------------------------------
 
@@ -439,7 +458,7 @@ class PostgresStore(Store):
             _NO_UPPER if before is None else min(before, _NO_UPPER),
             limit,
         )
-        return [self._node(namespace, scope, r) for r in rows]
+        return self._decode(namespace, scope, rows)
 
     async def get_nodes(
         self, namespace: str, scope: str, ids: Sequence[str]

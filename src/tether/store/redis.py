@@ -26,7 +26,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("the Redis backend needs redis-py: pip install 'tether[redis]'") from e
 
 from .._errors import InvalidRequest, StoreError
-from .._graph import CausalNode
+from .._graph import CausalNode, new_node
 from . import _redis_lua as lua
 from ._base import (
     DuplicateNodes,
@@ -216,14 +216,15 @@ class RedisStore(Store):
     def _decode(self, namespace: str, scope: str, blob: bytes) -> CausalNode:
         header, _, payload = blob.partition(b"\n")
         nid, kind, parents, created_at, sequence, rk = orjson.loads(header)
-        return CausalNode(
-            id=nid,
-            kind=kind,
-            parents=tuple(parents),
-            payload=self.codec.decode(namespace, scope, payload),
-            created_at=created_at,
-            sequence=sequence,
-            resource_key=rk,
+        # new_node: the fields come from a record this store wrote (see _encode_node).
+        return new_node(
+            nid,
+            kind,
+            tuple(parents),
+            self.codec.decode(namespace, scope, payload),
+            created_at,
+            sequence,
+            rk,
         )
 
     # -- writing -------------------------------------------------------------------

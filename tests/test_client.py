@@ -8,15 +8,19 @@ the local API returns on the same file, and the errors with the local errors.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import tether
-from _server_helpers import TOKEN, Served, filled_sqlite, serve
+from _server_helpers import TOKEN, Served, demo_agent, filled_sqlite, serve
 from tether import Client, ClientError, SyncClient, control
+from tether.control import ErasureResult
+from tether.crypto import CipherError, KeyErased, MasterKey
 from tether.runtime import ApprovalError, RunSuspendedError, StepResult
 from tether.server.auth import Forbidden, Unauthorized, hash_token
 
@@ -87,18 +91,24 @@ async def test_agent_turns_approvals_and_task_state_over_http(
     r = await client.step("pay 3 eur to Di", thread="c-pay", user="zoe", metadata={"ticket": 5})
     assert isinstance(r, StepResult) and r.status == "suspended"
     (pending,) = r.pending_approvals
+    assert await client.pending_approvals("c-pay") == [pending]
     waiting = await client.runs(status="suspended")
     assert waiting == await local(db, lambda s: control.runs(s, status="suspended"))
     assert {x.thread for x in waiting.runs} >= {"billing", "c-pay"}
     mine = next(x for x in waiting.runs if x.thread == "c-pay")
     assert mine.metadata == {"ticket": 5, "user": "zoe"} and mine.pending[0]["name"] == "transfer"
     assert (await client.approve("c-pay", pending.call_id, resume=False)) is None
+    assert await client.pending_approvals("c-pay") == []  # decided, not yet resumed
     done = await client.resume("c-pay")
     assert done.status == "completed" and done.run_id == r.run_id
     task = await client.task("c-pay")
     assert [h.status for h in task.history] == ["running", "suspended", "running", "completed"]
     assert task == (await local(db, lambda s: control.task_states(s, "default", "c-pay")))[-1]
+    assert task == await client.task("c-pay", r.run_id)
     assert (await client.runs(thread="c-pay")).runs[0].status == "completed"
+    with pytest.raises(tether.NotFound) as missing:
+        await client.task("c-pay", "run_nope")
+    assert missing.value.details == {"thread": "c-pay", "run": "run_nope"}
 
     r2 = await client.step("pay 4 eur to Ed", thread="c-rej", user="zoe")
     rejected = await client.reject("c-rej", r2.pending_approvals[0].call_id, reason="no")
@@ -186,7 +196,116 @@ def test_the_sync_client_does_the_same_without_an_event_loop(
             )
         )
         assert c.task("s-pay").status == "completed"
+        assert c.pending_approvals("s-pay") == []
         with pytest.raises(tether.NotFound):
             c.task("s-pay", "run_nope")
         with pytest.raises(tether.InvalidRequest, match="'/'"):
             c.step("hi", thread="a/b")
+
+
+async def test_runs_pages_and_filters_through_the_runs_route(
+    client: Client, served: tuple[Served, Path]
+) -> None:
+    db = served[1]
+    every = await local(db, lambda s: control.runs(s))
+    pages: list[control.RunSummary] = []
+    after: str | None = None
+    while True:
+        page = await client.runs(limit=2, after=after)
+        assert isinstance(page, control.RunList) and len(page.runs) <= 2
+        pages += page.runs
+        after = page.next_after
+        if after is None:
+            break
+    assert tuple(pages) == every.runs and page.counts == every.counts
+    several = await client.runs(status=["suspended", "failed"], user="grace")
+    assert several == await local(
+        db, lambda s: control.runs(s, status=("suspended", "failed"), user="grace")
+    )
+    assert (await client.task("billing")).status == "suspended"
+    # The runs and task routes, never a resource read or a describe.
+    log = served[0].log.read_text()
+    assert "GET /v1/ns/default/runs 200" in log and "/resources" not in log
+    assert "GET /v1/ns/default/threads/billing/task 200" in log
+
+
+def test_erase_user_needs_an_encrypted_store(served: tuple[Served, Path]) -> None:
+    with SyncClient(served[0].url, TOKEN) as c:
+        with pytest.raises(CipherError) as refused:
+            c.erase_user("grace")
+        assert refused.value.code == "not_encrypted"
+        assert c.task("billing").status == "suspended"  # nothing was erased
+
+
+@pytest.mark.slow
+def test_erase_user_over_http_on_an_encrypted_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = MasterKey.generate()
+    db = tmp_path / "encrypted.db"
+
+    async def prepare() -> None:
+        async with await tether.open_store(str(db), cipher=key) as store:
+            agent = demo_agent(store)
+            await agent.step("pay 5 eur to Bo", thread="t-alice", user="alice")
+            await agent.step("What's the weather in Oslo?", thread="t-bob", user="bob")
+
+    asyncio.run(prepare())
+    monkeypatch.setenv("TETHER_MASTER_KEY", key.to_base64())
+    with serve(db, tmp_path / "serve.log") as s, SyncClient(s.url, TOKEN) as c:
+        assert [p.name for p in c.pending_approvals("t-alice")] == ["transfer"]
+        result = c.erase_user("alice")
+        assert isinstance(result, ErasureResult)
+        assert (result.keys_destroyed, result.threads, result.unindexed_runs) == (1, 1, 1)
+        with pytest.raises(KeyErased):
+            c.task("t-alice")
+        with pytest.raises(KeyErased):
+            c.pending_approvals("t-alice")
+        assert [r.thread for r in c.runs().runs] == ["t-bob"]
+        assert c.task("t-bob").status == "completed"
+        assert c.erase_user("alice").keys_destroyed == 0  # erasing again is harmless
+
+
+CALLS = [
+    "operation",
+    "describe",
+    "reset",
+    "compact",
+    "export",
+    "import_",
+    "history",
+    "fork",
+    "verify",
+    "step",
+    "resume",
+    "approve",
+    "reject",
+    "runs",
+    "task",
+    "pending_approvals",
+    "erase_user",
+    "whoami",
+    "health",
+]
+
+
+async def test_both_clients_offer_every_call_with_one_signature() -> None:
+    def transport(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"ok": True, "path": request.url.path})
+
+    mock = httpx.MockTransport(transport)
+    async with Client("http://t", TOKEN, transport=mock) as a:
+        with SyncClient("http://t", TOKEN, transport=mock) as s:
+            public = {n for n in dir(a) if not n.startswith("_") and callable(getattr(a, n))}
+            assert public == {*CALLS, "close"}
+            for name in CALLS:
+                async_call, sync_call = getattr(a, name), getattr(s, name)
+                assert inspect.signature(async_call) == inspect.signature(sync_call), name
+                assert async_call.__name__ == name and async_call.__doc__, name
+                assert inspect.iscoroutinefunction(async_call), name
+                assert not inspect.iscoroutinefunction(sync_call), name
+            assert await a.health() == s.health() == {"ok": True, "path": "/healthz"}
+            # A bad argument is raised when the call is awaited, as from any async def.
+            pending = a.step("hi", thread="a/b")
+            with pytest.raises(tether.InvalidRequest, match="'/'"):
+                await pending

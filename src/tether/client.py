@@ -12,27 +12,31 @@
 
 Every control-plane operation (``describe``, ``reset``, ``compact``, ``export``,
 ``import_``, ``history``, ``fork``, ``verify``: ``POST /state/<operation>``), the
-agent's ``step``, ``resume``, ``approve`` and ``reject``, and the task views
-(``runs``, ``task``) return the same typed results as the local API
-(``StateOperationResult``, ``StepResult``, ``RunList``, ``TaskState``), rebuilt
-with their ``from_dict``. An error response (``{"error", "code", "message",
-"details"}``) becomes the same ``TetherError`` subclass a local call raises
-(``NotFound``, ``InvalidRequest`` with its ``field``, ``RunSuspendedError``,
-``InvalidSnapshot`` with its ``index``...), by class name, else by status; a
-server that cannot be reached raises ``ClientError`` (code ``unavailable``).
+agent's ``step``, ``resume``, ``approve`` and ``reject``, the task views (``runs``,
+``task``, ``pending_approvals``) and ``erase_user`` return the same typed results as
+the local API (``StateOperationResult``, ``StepResult``, ``RunList``, ``TaskState``,
+``PendingApproval``, ``ErasureResult``), rebuilt with their ``from_dict``. An error
+response (``{"error", "code", "message", "details"}``) becomes the same
+``TetherError`` subclass a local call raises (``NotFound``, ``InvalidRequest`` with
+its ``field``, ``RunSuspendedError``, ``InvalidSnapshot`` with its ``index``...), by
+class name, else by status; a server that cannot be reached raises ``ClientError``
+(code ``unavailable``).
 
-As in httpx, the request building and response parsing (``_Core``) do no I/O;
-``Client`` and ``SyncClient`` only send.
+Each call is written once, in ``_Api``, as a function that builds the request and
+says how to read the answer (no I/O, as httpx's ``BaseClient``). ``Client`` and
+``SyncClient`` differ only in how they send one (``_call``: awaited on an
+``httpx.AsyncClient``, or blocking on an ``httpx.Client``); ``_Endpoint`` hands each
+call to the client it is read from, typed for that client.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterable, Mapping
+import inspect
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Concatenate, Final, Generic, ParamSpec, TypeVar, overload
 from urllib.parse import quote
 
 import httpx
@@ -46,14 +50,16 @@ from ._errors import (
     StoreError,
     TetherError,
 )
-from .control.tasks import RunList, TaskState, page_runs, summary_of
-from .control.tasks import index_prefix as _index_prefix
+from .control.erasure import ErasureResult
+from .control.tasks import RunList, TaskState
 from .control.types import DEFAULT_NAMESPACE, StateOperationRequest, StateOperationResult
-from .runtime.results import StepResult
+from .runtime.results import PendingApproval, StepResult
 
 __all__ = ["Client", "ClientError", "SyncClient"]
 
 T = TypeVar("T")
+Transport = TypeVar("Transport")
+P = ParamSpec("P")
 DEFAULT_TIMEOUT: Final = 60.0
 
 
@@ -61,17 +67,6 @@ class ClientError(TetherError):
     """The server could not be reached, or answered something that is not tether's."""
 
     default_code = "unavailable"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _Req(Generic[T]):
-    """One HTTP request and how to read its answer: built by ``_Core``, sent by a client."""
-
-    method: str
-    path: str
-    parse: Callable[[Any], T]
-    json: Any = None
-    params: Mapping[str, str] | None = None
 
 
 # --------------------------------------------------------------------------- errors
@@ -127,7 +122,56 @@ def error_from_response(status: int, body: Any) -> TetherError:
     return ClientError(f"HTTP {status} without a tether error body", code="http", status=status)
 
 
-# --------------------------------------------------------------------------- the core
+@contextlib.contextmanager
+def _reaching(base_url: str) -> Iterator[None]:
+    """Transport failures (refused, timed out, reset) as ``ClientError``."""
+    try:
+        yield
+    except httpx.HTTPError as e:
+        raise ClientError(
+            f"cannot reach the tether server at {base_url}: {type(e).__name__}: {e}; is "
+            "`tether serve` running there?",
+            url=base_url,
+        ) from None
+
+
+# --------------------------------------------------------------------------- requests
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Req(Generic[T]):
+    """One HTTP request and how to read its answer: built by ``_Api``, sent by a client."""
+
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    json: Any = None
+    params: Mapping[str, str] | None = None
+
+    def http(self) -> dict[str, Any]:
+        """The arguments of ``httpx.(Async)Client.request``."""
+        return {
+            "method": self.method,
+            "url": self.path,
+            "content": None if self.json is None else orjson.dumps(self.json),
+            "headers": None if self.json is None else {"Content-Type": "application/json"},
+            "params": self.params,
+        }
+
+    def read(self, response: httpx.Response) -> T:
+        try:
+            data = orjson.loads(response.content) if response.content else None
+        except orjson.JSONDecodeError:
+            data = None
+        if response.status_code >= 400:
+            raise error_from_response(response.status_code, data)
+        if data is None:
+            raise ClientError(
+                f"{self.method} {self.path}: HTTP {response.status_code} without a JSON body",
+                code="http",
+                status=response.status_code,
+            )
+        return self.parse(data)
 
 
 def _segment(what: str, value: str) -> str:
@@ -142,183 +186,281 @@ def _segment(what: str, value: str) -> str:
     return quote(value, safe="")
 
 
-def _body(data: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in data.items() if v is not None}
+def _present(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields that were given (None: left to the server's default)."""
+    return {k: dict(v) if isinstance(v, Mapping) else v for k, v in data.items() if v is not None}
 
 
-class _Core:
-    """Builds requests and reads answers; no I/O."""
+def _decision(data: Any) -> StepResult | None:
+    if isinstance(data, dict) and data.get("status") == "decided":
+        return None  # resume=False: only the decision was committed
+    return StepResult.from_dict(data)
 
-    def __init__(self, namespace: str) -> None:
-        self.namespace = namespace
+
+def _approvals(data: Any) -> list[PendingApproval]:
+    return [PendingApproval.from_dict(p) for p in data["pending_approvals"]]
+
+
+class _Endpoint(Generic[P, T]):
+    """One call of the API, declared once as its request builder.
+
+    Read from a ``Client`` it is an async method, from a ``SyncClient`` a blocking one,
+    with the builder's parameters, name and docstring.
+    """
+
+    def __init__(
+        self, build: Callable[Concatenate[_Api[Any], P], _Req[T]], name: str | None = None
+    ) -> None:
+        self.build = build
+        self.__name__ = name or build.__name__
+        self.__doc__ = build.__doc__
+        params = list(inspect.signature(build).parameters.values())[1:]
+        self.__signature__ = inspect.Signature(params)
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any] | None = None) -> _Endpoint[P, T]: ...
+    @overload
+    def __get__(
+        self, obj: Client, owner: type[Any] | None = None
+    ) -> Callable[P, Coroutine[Any, Any, T]]: ...
+    @overload
+    def __get__(self, obj: SyncClient, owner: type[Any] | None = None) -> Callable[P, T]: ...
+    def __get__(self, obj: _Api[Any] | None, owner: type[Any] | None = None) -> Any:
+        if obj is None:
+            return self
+        bound = functools.partial(obj._call, self.build)
+        bound.__name__ = self.__name__  # type: ignore[attr-defined]
+        bound.__doc__ = self.__doc__
+        bound.__signature__ = self.__signature__  # type: ignore[attr-defined]
+        return bound
+
+
+def _operation(
+    api: _Api[Any], /, operation: str, request: StateOperationRequest | None = None, **fields: Any
+) -> _Req[StateOperationResult]:
+    """Any control-plane operation by name (``POST /state/<operation>``); ``fields`` are
+    those of a ``StateOperationRequest`` (over ``request``'s, if given)."""
+    if request is None:
+        fields.setdefault("namespace", api.namespace)
+        req = StateOperationRequest.from_dict(fields)
+    elif fields:
+        req = StateOperationRequest.from_dict({**request.to_dict(), **fields})
+    else:
+        req = request
+    return _Req(
+        method="POST",
+        path=f"/state/{_segment('operation', operation)}",
+        json=req.to_dict(),
+        parse=StateOperationResult.from_dict,
+    )
+
+
+def _by_name(
+    api: _Api[Any], operation: str, /, request: StateOperationRequest | None = None, **fields: Any
+) -> _Req[StateOperationResult]:
+    return _operation(api, operation, request, **fields)
+
+
+def _op_doc(what: str) -> str:
+    return f"{what} (``POST /state/<operation>``; ``fields``: a request's fields)."
+
+
+def _decide(
+    api: _Api[Any],
+    action: str,
+    /,
+    thread: str,
+    call: str,
+    *,
+    reason: str | None = None,
+    context: Mapping[str, Any] | None = None,
+    resume: bool = True,
+    namespace: str | None = None,
+) -> _Req[StepResult | None]:
+    return _Req(
+        method="POST",
+        path=api._thread_path(namespace, thread, action),
+        json=_present({"call": call, "reason": reason, "context": context, "resume": resume}),
+        parse=_decision,
+    )
+
+
+def _named(
+    build: Callable[Concatenate[_Api[Any], str, P], _Req[T]], first: str, doc: str, name: str = ""
+) -> _Endpoint[P, T]:
+    """``build`` with its second argument given: ``describe`` is the operation "describe",
+    ``approve`` the decision "approve"."""
+
+    def named(api: _Api[Any], /, *args: P.args, **kwargs: P.kwargs) -> _Req[T]:
+        return build(api, first, *args, **kwargs)
+
+    api, _, *rest = inspect.signature(build).parameters.values()
+    named.__doc__ = doc
+    named.__signature__ = inspect.Signature([api, *rest])  # type: ignore[attr-defined]
+    return _Endpoint(named, name or first)
+
+
+class _Api(Generic[Transport]):
+    """Every call, as a request builder (no I/O); the clients below send them."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: Transport | None = None,
+    ) -> None:
+        """``namespace``: the default of every call (each call may name another).
+        ``transport``: an httpx transport in place of the network (``httpx.MockTransport``,
+        ``httpx.ASGITransport``)."""
+        self.base_url, self.namespace = base_url.rstrip("/"), namespace
+        self._http = self._connect(headers=_headers(token), timeout=timeout, transport=transport)
+
+    def _connect(self, **options: Any) -> Any:
+        raise NotImplementedError
+
+    def _call(
+        self, build: Callable[..., _Req[T]], /, *args: Any, **kwargs: Any
+    ) -> T | Coroutine[Any, Any, T]:
+        raise NotImplementedError
 
     def _ns(self, namespace: str | None) -> str:
         return _segment("namespace", namespace or self.namespace)
 
-    def operation(
-        self, operation: str, request: StateOperationRequest | None, fields: dict[str, Any]
-    ) -> _Req[StateOperationResult]:
-        if request is None:
-            fields.setdefault("namespace", self.namespace)
-            req = StateOperationRequest.from_dict(fields)
-        elif fields:
-            req = StateOperationRequest.from_dict({**request.to_dict(), **fields})
-        else:
-            req = request
-        return _Req(
-            method="POST",
-            path=f"/state/{_segment('operation', operation)}",
-            json=req.to_dict(),
-            parse=StateOperationResult.from_dict,
-        )
-
     def _thread_path(self, namespace: str | None, thread: str, action: str) -> str:
         return f"/v1/ns/{self._ns(namespace)}/threads/{_segment('thread', thread)}/{action}"
 
+    # -- the control plane (fields: those of StateOperationRequest)
+
+    operation = _Endpoint(_operation, "operation")
+    describe = _named(_by_name, "describe", _op_doc("What exists: per-store counts, sizes, data"))
+    reset = _named(_by_name, "reset", _op_doc("Clear exactly what is named"))
+    compact = _named(_by_name, "compact", _op_doc("Compact a thread's conversation"))
+    export = _named(_by_name, "export", _op_doc("A scope's snapshot"))
+    import_ = _named(_by_name, "import", _op_doc("Validate and write a snapshot"), "import_")
+    history = _named(_by_name, "history", _op_doc("One page of a scope's nodes"))
+    fork = _named(_by_name, "fork", _op_doc("A new thread from any node"))
+    verify = _named(_by_name, "verify", _op_doc("Recompute identities and links"))
+
+    # -- the agent
+
+    @_Endpoint
     def step(
         self,
         input: Any,
         *,
-        thread: str,
-        user: str | None,
-        context: Mapping[str, Any] | None,
-        metadata: Mapping[str, Any] | None,
-        namespace: str | None,
+        thread: str = "default",
+        user: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        namespace: str | None = None,
     ) -> _Req[StepResult]:
+        """One turn on ``thread`` (``agent.step`` over HTTP)."""
+        body = _present({"user": user, "context": context, "metadata": metadata})
         return _Req(
             method="POST",
             path=self._thread_path(namespace, thread, "step"),
-            json={
-                "input": input,
-                **_body(
-                    {
-                        "user": user,
-                        "context": None if context is None else dict(context),
-                        "metadata": None if metadata is None else dict(metadata),
-                    }
-                ),
-            },
+            json={"input": input, **body},
             parse=StepResult.from_dict,
         )
 
+    @_Endpoint
     def resume(
-        self, thread: str, *, context: Mapping[str, Any] | None, namespace: str | None
+        self,
+        thread: str = "default",
+        *,
+        context: Mapping[str, Any] | None = None,
+        namespace: str | None = None,
     ) -> _Req[StepResult]:
+        """Finish the thread's latest run from the graph (after a crash or shutdown)."""
         return _Req(
             method="POST",
             path=self._thread_path(namespace, thread, "resume"),
-            json=_body({"context": None if context is None else dict(context)}),
+            json=_present({"context": context}),
             parse=StepResult.from_dict,
         )
 
-    def decide(
-        self,
-        approve: bool,
-        thread: str,
-        call: str,
-        *,
-        reason: str | None,
-        context: Mapping[str, Any] | None,
-        resume: bool,
-        namespace: str | None,
-    ) -> _Req[StepResult | None]:
-        def parse(data: Any) -> StepResult | None:
-            if isinstance(data, dict) and data.get("status") == "decided":
-                return None
-            return StepResult.from_dict(data)
+    approve = _named(
+        _decide,
+        "approve",
+        "Approve a pending call (its ``call_id`` or node id) and continue the run; None with "
+        "``resume=False`` (only the decision is committed).",
+    )
+    reject = _named(
+        _decide,
+        "reject",
+        "Reject a pending call: the model gets an error result saying so (with ``reason``); "
+        "None with ``resume=False``.",
+    )
 
-        return _Req(
-            method="POST",
-            path=self._thread_path(namespace, thread, "approve" if approve else "reject"),
-            json=_body(
-                {
-                    "call": call,
-                    "reason": reason,
-                    "context": None if context is None else dict(context),
-                    "resume": resume,
-                }
-            ),
-            parse=parse,
-        )
+    # -- task state and erasure
 
+    @_Endpoint
     def runs(
         self,
         *,
-        status: str | Iterable[str] | None,
-        thread: str | None,
-        user: str | None,
-        after: str | None,
-        limit: int,
-        namespace: str | None,
+        status: str | Iterable[str] | None = None,
+        thread: str | None = None,
+        user: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+        namespace: str | None = None,
     ) -> _Req[RunList]:
-        ns = namespace or self.namespace
-        # One indexed read of the app scope's resource heads (the run index): the same
-        # read the local ``control.runs`` makes, then the same filtering and paging.
-        prefix = _index_prefix(thread)
-        if isinstance(status, str):
-            status = (status,)
-        wanted = None if status is None else tuple(status)
-        page_runs((), namespace=ns, status=wanted, user=user, limit=limit)  # validate first
-
-        def parse(data: Any) -> RunList:
-            found = []
-            for node in (data.get("resources") or {}).values():
-                s = summary_of(node.get("payload"), str(node.get("createdAt")))
-                if s is not None:
-                    found.append(s)
-            return page_runs(
-                found, namespace=ns, status=wanted, user=user, after=after, limit=limit
-            )
-
+        """Runs of the namespace from its run index (``control.runs`` over HTTP), e.g.
+        ``runs(status="suspended")`` for every run waiting for a human."""
+        wanted = status if status is None or isinstance(status, str) else ",".join(status)
+        params = _present({"status": wanted, "thread": thread, "user": user, "after": after})
         return _Req(
             method="GET",
-            path=f"/v1/ns/{self._ns(namespace)}/resources",
-            params={"scope": "app", "prefix": prefix},
-            parse=parse,
+            path=f"/v1/ns/{self._ns(namespace)}/runs",
+            params={**params, "limit": str(limit)},
+            parse=RunList.from_dict,
         )
 
-    def task(self, thread: str, run: str | None, namespace: str | None) -> _Req[TaskState]:
-        def parse(data: Any) -> TaskState:
-            result = StateOperationResult.from_dict(data)
-            report = next((r for r in result.stores if r.name == "task"), None)
-            items = report.data if report is not None and isinstance(report.data, list) else []
-            if not items:
-                raise NotFound(f"thread {thread!r} has no runs", thread=thread)
-            for item in items if run is not None else items[-1:]:
-                if run is None or item.get("run") == run:
-                    return TaskState.from_dict(item)
-            raise NotFound(f"thread {thread!r} has no run {run!r}", thread=thread, run=run)
-
-        req = self.operation(
-            "describe",
-            None,
-            {
-                "namespace": namespace or self.namespace,
-                "thread": thread,
-                "stores": ["task"],
-                "include_data": True,
-            },
+    @_Endpoint
+    def task(
+        self, thread: str, run: str | None = None, *, namespace: str | None = None
+    ) -> _Req[TaskState]:
+        """A run's metadata and status history (the thread's latest run by default)."""
+        return _Req(
+            method="GET",
+            path=self._thread_path(namespace, thread, "task"),
+            params=_present({"run": run}),
+            parse=TaskState.from_dict,
         )
-        return _Req(method=req.method, path=req.path, json=req.json, parse=parse)
 
-    def get(self, path: str, params: Mapping[str, str] | None = None) -> _Req[dict[str, Any]]:
-        return _Req(method="GET", path=path, params=params, parse=dict)
+    @_Endpoint
+    def pending_approvals(
+        self, thread: str = "default", *, namespace: str | None = None
+    ) -> _Req[list[PendingApproval]]:
+        """The tool calls of the thread's latest run that wait for a decision."""
+        return _Req(
+            method="GET", path=self._thread_path(namespace, thread, "approvals"), parse=_approvals
+        )
 
-    @staticmethod
-    def read(req: _Req[T], response: httpx.Response) -> T:
-        try:
-            data = orjson.loads(response.content) if response.content else None
-        except orjson.JSONDecodeError:
-            data = None
-        if response.status_code >= 400:
-            raise error_from_response(response.status_code, data)
-        if data is None:
-            raise ClientError(
-                f"{req.method} {req.path}: HTTP {response.status_code} without a JSON body",
-                code="http",
-                status=response.status_code,
-            )
-        return req.parse(data)
+    @_Endpoint
+    def erase_user(self, user: str, *, namespace: str | None = None) -> _Req[ErasureResult]:
+        """Erase a user of an encrypted store, for good: their data key is destroyed
+        (grant ``state.erase``; ``CipherError`` ``not_encrypted`` on a plaintext store)."""
+        return _Req(
+            method="POST",
+            path=f"/v1/ns/{self._ns(namespace)}/users/{_segment('user', user)}/erase",
+            parse=ErasureResult.from_dict,
+        )
+
+    # -- meta
+
+    @_Endpoint
+    def whoami(self) -> _Req[dict[str, Any]]:
+        """The token's name, grants and namespaces, and whether the server runs an agent."""
+        return _Req(method="GET", path="/v1/whoami", parse=dict)
+
+    @_Endpoint
+    def health(self) -> _Req[dict[str, Any]]:
+        """Liveness (``GET /healthz``: no token needed)."""
+        return _Req(method="GET", path="/healthz", parse=dict)
 
 
 def _headers(token: str) -> dict[str, str]:
@@ -327,54 +469,22 @@ def _headers(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}", "Accept": "application/json"}
 
 
-def _unavailable(base_url: str, e: httpx.HTTPError) -> ClientError:
-    return ClientError(
-        f"cannot reach the tether server at {base_url}: {type(e).__name__}: {e}; is `tether serve` "
-        "running there?",
-        url=base_url,
-    )
+# --------------------------------------------------------------------------- the clients
 
 
-# --------------------------------------------------------------------------- async
+class Client(_Api[httpx.AsyncBaseTransport]):
+    """The HTTP control plane from async code: ``async with tether.Client(url, token) as c``."""
 
+    _http: httpx.AsyncClient
 
-class Client:
-    """The HTTP control plane from async code: ``async with tether.Client(url, token) as c``.
+    def _connect(self, **options: Any) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.base_url, **options)
 
-    ``namespace`` is the default for every call (each call may name another).
-    """
-
-    def __init__(
-        self,
-        base_url: str,
-        token: str,
-        *,
-        namespace: str = DEFAULT_NAMESPACE,
-        timeout: float = DEFAULT_TIMEOUT,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._core = _Core(namespace)
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url, headers=_headers(token), timeout=timeout, transport=transport
-        )
-
-    @property
-    def namespace(self) -> str:
-        return self._core.namespace
-
-    async def _send(self, req: _Req[T]) -> T:
-        try:
-            response = await self._http.request(
-                req.method,
-                req.path,
-                content=None if req.json is None else orjson.dumps(req.json),
-                headers={"Content-Type": "application/json"} if req.json is not None else None,
-                params=req.params,
-            )
-        except httpx.HTTPError as e:
-            raise _unavailable(self.base_url, e) from None
-        return self._core.read(req, response)
+    async def _call(self, build: Callable[..., _Req[T]], /, *args: Any, **kwargs: Any) -> T:
+        req = build(self, *args, **kwargs)  # inside the coroutine: errors come on await
+        with _reaching(self.base_url):
+            response = await self._http.request(**req.http())
+        return req.read(response)
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -382,215 +492,23 @@ class Client:
     async def __aenter__(self) -> Client:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    # -- the control plane (fields: those of StateOperationRequest)
 
-    async def operation(
-        self, operation: str, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return await self._send(self._core.operation(operation, request, fields))
-
-    async def describe(
-        self, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return await self.operation("describe", request, **fields)
-
-    async def reset(
-        self, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return await self.operation("reset", request, **fields)
-
-    async def compact(
-        self, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return await self.operation("compact", request, **fields)
-
-    async def export(
-        self, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return await self.operation("export", request, **fields)
-
-    async def import_(
-        self, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return await self.operation("import", request, **fields)
-
-    async def history(
-        self, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return await self.operation("history", request, **fields)
-
-    async def fork(
-        self, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return await self.operation("fork", request, **fields)
-
-    async def verify(
-        self, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return await self.operation("verify", request, **fields)
-
-    # -- the agent
-
-    async def step(
-        self,
-        input: Any,
-        *,
-        thread: str = "default",
-        user: str | None = None,
-        context: Mapping[str, Any] | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        namespace: str | None = None,
-    ) -> StepResult:
-        """One turn on ``thread`` (``agent.step`` over HTTP)."""
-        return await self._send(
-            self._core.step(
-                input,
-                thread=thread,
-                user=user,
-                context=context,
-                metadata=metadata,
-                namespace=namespace,
-            )
-        )
-
-    async def resume(
-        self,
-        thread: str = "default",
-        *,
-        context: Mapping[str, Any] | None = None,
-        namespace: str | None = None,
-    ) -> StepResult:
-        return await self._send(self._core.resume(thread, context=context, namespace=namespace))
-
-    async def approve(
-        self,
-        thread: str,
-        call: str,
-        *,
-        reason: str | None = None,
-        context: Mapping[str, Any] | None = None,
-        resume: bool = True,
-        namespace: str | None = None,
-    ) -> StepResult | None:
-        """Approve a pending call; None with ``resume=False`` (only the decision is committed)."""
-        return await self._send(
-            self._core.decide(
-                True,
-                thread,
-                call,
-                reason=reason,
-                context=context,
-                resume=resume,
-                namespace=namespace,
-            )
-        )
-
-    async def reject(
-        self,
-        thread: str,
-        call: str,
-        *,
-        reason: str | None = None,
-        context: Mapping[str, Any] | None = None,
-        resume: bool = True,
-        namespace: str | None = None,
-    ) -> StepResult | None:
-        return await self._send(
-            self._core.decide(
-                False,
-                thread,
-                call,
-                reason=reason,
-                context=context,
-                resume=resume,
-                namespace=namespace,
-            )
-        )
-
-    # -- task state
-
-    async def runs(
-        self,
-        *,
-        status: str | Iterable[str] | None = None,
-        thread: str | None = None,
-        user: str | None = None,
-        after: str | None = None,
-        limit: int = 100,
-        namespace: str | None = None,
-    ) -> RunList:
-        """Runs of the namespace from its run index (``control.runs`` over HTTP)."""
-        return await self._send(
-            self._core.runs(
-                status=status,
-                thread=thread,
-                user=user,
-                after=after,
-                limit=limit,
-                namespace=namespace,
-            )
-        )
-
-    async def task(
-        self, thread: str, run: str | None = None, *, namespace: str | None = None
-    ) -> TaskState:
-        """A run's metadata and status history (the thread's latest run by default)."""
-        return await self._send(self._core.task(thread, run, namespace))
-
-    # -- meta
-
-    async def whoami(self) -> dict[str, Any]:
-        return await self._send(self._core.get("/v1/whoami"))
-
-    async def health(self) -> dict[str, Any]:
-        return await self._send(self._core.get("/healthz"))
-
-
-# --------------------------------------------------------------------------- sync
-
-
-class SyncClient:
+class SyncClient(_Api[httpx.BaseTransport]):
     """``Client`` for code without an event loop: the same methods, no ``await``."""
 
-    def __init__(
-        self,
-        base_url: str,
-        token: str,
-        *,
-        namespace: str = DEFAULT_NAMESPACE,
-        timeout: float = DEFAULT_TIMEOUT,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._core = _Core(namespace)
-        self._http = httpx.Client(
-            base_url=self.base_url, headers=_headers(token), timeout=timeout, transport=transport
-        )
+    _http: httpx.Client
 
-    @property
-    def namespace(self) -> str:
-        return self._core.namespace
+    def _connect(self, **options: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.base_url, **options)
 
-    def _send(self, req: _Req[T]) -> T:
-        try:
-            response = self._http.request(
-                req.method,
-                req.path,
-                content=None if req.json is None else orjson.dumps(req.json),
-                headers={"Content-Type": "application/json"} if req.json is not None else None,
-                params=req.params,
-            )
-        except httpx.HTTPError as e:
-            raise _unavailable(self.base_url, e) from None
-        return self._core.read(req, response)
+    def _call(self, build: Callable[..., _Req[T]], /, *args: Any, **kwargs: Any) -> T:
+        req = build(self, *args, **kwargs)
+        with _reaching(self.base_url):
+            response = self._http.request(**req.http())
+        return req.read(response)
 
     def close(self) -> None:
         self._http.close()
@@ -598,161 +516,5 @@ class SyncClient:
     def __enter__(self) -> SyncClient:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def operation(
-        self, operation: str, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return self._send(self._core.operation(operation, request, fields))
-
-    def describe(
-        self, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return self.operation("describe", request, **fields)
-
-    def reset(
-        self, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return self.operation("reset", request, **fields)
-
-    def compact(
-        self, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return self.operation("compact", request, **fields)
-
-    def export(
-        self, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return self.operation("export", request, **fields)
-
-    def import_(
-        self, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return self.operation("import", request, **fields)
-
-    def history(
-        self, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return self.operation("history", request, **fields)
-
-    def fork(
-        self, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return self.operation("fork", request, **fields)
-
-    def verify(
-        self, request: StateOperationRequest | None = None, **fields: Any
-    ) -> StateOperationResult:
-        return self.operation("verify", request, **fields)
-
-    def step(
-        self,
-        input: Any,
-        *,
-        thread: str = "default",
-        user: str | None = None,
-        context: Mapping[str, Any] | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        namespace: str | None = None,
-    ) -> StepResult:
-        return self._send(
-            self._core.step(
-                input,
-                thread=thread,
-                user=user,
-                context=context,
-                metadata=metadata,
-                namespace=namespace,
-            )
-        )
-
-    def resume(
-        self,
-        thread: str = "default",
-        *,
-        context: Mapping[str, Any] | None = None,
-        namespace: str | None = None,
-    ) -> StepResult:
-        return self._send(self._core.resume(thread, context=context, namespace=namespace))
-
-    def approve(
-        self,
-        thread: str,
-        call: str,
-        *,
-        reason: str | None = None,
-        context: Mapping[str, Any] | None = None,
-        resume: bool = True,
-        namespace: str | None = None,
-    ) -> StepResult | None:
-        return self._send(
-            self._core.decide(
-                True,
-                thread,
-                call,
-                reason=reason,
-                context=context,
-                resume=resume,
-                namespace=namespace,
-            )
-        )
-
-    def reject(
-        self,
-        thread: str,
-        call: str,
-        *,
-        reason: str | None = None,
-        context: Mapping[str, Any] | None = None,
-        resume: bool = True,
-        namespace: str | None = None,
-    ) -> StepResult | None:
-        return self._send(
-            self._core.decide(
-                False,
-                thread,
-                call,
-                reason=reason,
-                context=context,
-                resume=resume,
-                namespace=namespace,
-            )
-        )
-
-    def runs(
-        self,
-        *,
-        status: str | Iterable[str] | None = None,
-        thread: str | None = None,
-        user: str | None = None,
-        after: str | None = None,
-        limit: int = 100,
-        namespace: str | None = None,
-    ) -> RunList:
-        return self._send(
-            self._core.runs(
-                status=status,
-                thread=thread,
-                user=user,
-                after=after,
-                limit=limit,
-                namespace=namespace,
-            )
-        )
-
-    def task(
-        self, thread: str, run: str | None = None, *, namespace: str | None = None
-    ) -> TaskState:
-        return self._send(self._core.task(thread, run, namespace))
-
-    def whoami(self) -> dict[str, Any]:
-        return self._send(self._core.get("/v1/whoami"))
-
-    def health(self) -> dict[str, Any]:
-        return self._send(self._core.get("/healthz"))

@@ -325,32 +325,25 @@ TRANSITION: Final = _object(
     description="One status change of a run: the status it entered, when, and the node.",
 )
 
+# What TaskState and RunSummary (a run, and its entry in the run index) share.
+_RUN: Final[Schema] = {
+    "thread": _STR,
+    "run": _STR,
+    "status": _RUN_STATUS,
+    "started_at": _STR,
+    "updated_at": _STR,
+    "metadata": _OBJ,
+}
+
 TASK_STATE: Final = _object(
-    {
-        "thread": _STR,
-        "run": _STR,
-        "status": _RUN_STATUS,
-        "started_at": _STR,
-        "updated_at": _STR,
-        "metadata": _OBJ,
-        "input": _ANY,
-        "history": _array(ref("Transition")),
-    },
-    required=("thread", "run", "status", "started_at", "updated_at", "metadata", "history"),
+    {**_RUN, "input": _ANY, "history": _array(ref("Transition"))},
+    required=(*_RUN, "history"),
     description="TaskState: a run's metadata and its status history (seed 002's task module).",
 )
 
 RUN_SUMMARY: Final = _object(
-    {
-        "thread": _STR,
-        "run": _STR,
-        "status": _RUN_STATUS,
-        "started_at": _STR,
-        "updated_at": _STR,
-        "metadata": _OBJ,
-        "pending": _array(_object({"call_id": _STR, "name": _STR})),
-    },
-    required=("thread", "run", "status", "started_at", "updated_at", "metadata", "pending"),
+    {**_RUN, "pending": _array(_object({"call_id": _STR, "name": _STR}))},
+    required=(*_RUN, "pending"),
     description="RunSummary: one entry of the run index (pending: what a suspended run awaits).",
 )
 

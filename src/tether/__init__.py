@@ -6,6 +6,9 @@ conversation, variables, memory and execution status are projections of it.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._canonical import canonical_json
 from ._errors import (
     SNAPSHOT_CODES,
@@ -27,35 +30,74 @@ from ._graph import (
 )
 from ._txn import Transaction, transact
 from ._vocab import BUILTIN_NODE_TYPES, NodeType, Vocabulary
-from .client import Client, ClientError, SyncClient
-from .models import Model, OpenAIModel, ScriptedModel
-from .runtime import (
-    Agent,
-    AgentError,
-    ApprovalError,
-    ConditionError,
-    CredentialProvider,
-    Edge,
-    LLMNode,
-    LoopNode,
-    MemoryTools,
-    PendingApproval,
-    RunError,
-    RunSuspendedError,
-    Spec,
-    SpecError,
-    StepLimitError,
-    StepResult,
-    TemplateError,
-    Tool,
-    ToolDefinitionError,
-    ToolNode,
-    ToolState,
-    VarNode,
-    VarSetNode,
-    tool,
-)
 from .store import Head, Store, open_store
+
+if TYPE_CHECKING:
+    from .client import Client, ClientError, SyncClient
+    from .models import Model, OpenAIModel, ScriptedModel
+    from .runtime import (
+        Agent,
+        AgentError,
+        ApprovalError,
+        ConditionError,
+        CredentialProvider,
+        Edge,
+        LLMNode,
+        LoopNode,
+        MemoryTools,
+        PendingApproval,
+        RunError,
+        RunSuspendedError,
+        Spec,
+        SpecError,
+        StepLimitError,
+        StepResult,
+        TemplateError,
+        Tool,
+        ToolDefinitionError,
+        ToolNode,
+        ToolState,
+        VarNode,
+        VarSetNode,
+        tool,
+    )
+
+# Imported on first use (PEP 562): the runtime (jinja2, yaml), the model clients and
+# the HTTP client (httpx, rich) take ~150 ms to import, which a program that only
+# stores state never needs; ``import tether.store.sqlite`` stays light.
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("Client", "ClientError", "SyncClient"), ".client"),
+    **dict.fromkeys(("Model", "OpenAIModel", "ScriptedModel"), ".models"),
+    **dict.fromkeys(
+        (
+            "Agent",
+            "AgentError",
+            "ApprovalError",
+            "ConditionError",
+            "CredentialProvider",
+            "Edge",
+            "LLMNode",
+            "LoopNode",
+            "MemoryTools",
+            "PendingApproval",
+            "RunError",
+            "RunSuspendedError",
+            "Spec",
+            "SpecError",
+            "StepLimitError",
+            "StepResult",
+            "TemplateError",
+            "Tool",
+            "ToolDefinitionError",
+            "ToolNode",
+            "ToolState",
+            "VarNode",
+            "VarSetNode",
+            "tool",
+        ),
+        ".runtime",
+    ),
+}
 
 __version__ = "0.1.0"
 
@@ -117,6 +159,23 @@ __all__ = [
 ]
 
 for _name in __all__:
+    if _name in _LAZY:
+        continue
     _obj = globals()[_name]
     if hasattr(_obj, "__module__") and isinstance(_obj, type):
         _obj.__module__ = "tether"
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tether' has no attribute {name!r}")
+    obj = getattr(importlib.import_module(module, __name__), name)
+    if isinstance(obj, type):
+        obj.__module__ = "tether"
+    globals()[name] = obj
+    return obj
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

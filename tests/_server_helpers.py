@@ -14,7 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from tether.models import Rule, ScriptedModel, call
-from tether.runtime import Agent, Edge, LLMNode, Spec, VarNode, VarSetNode, tool
+from tether.runtime import (
+    Agent,
+    Edge,
+    LLMNode,
+    LoopNode,
+    Spec,
+    SyncToolState,
+    ToolNode,
+    VarNode,
+    VarSetNode,
+    tool,
+)
 from tether.runtime.memory_tools import MemoryTools
 from tether.store import Store, open_store
 
@@ -108,6 +119,68 @@ async def fill(store: Store, namespace: str = "default") -> dict[str, Any]:
     return {"paid": approved.to_dict(), "waiting": waiting.to_dict()}
 
 
+# --------------------------------------------------------------------------- flows
+
+
+@tool(state_scope="thread")
+def read_page(page: int, state: SyncToolState) -> str:
+    """Read one page (made up), counting the pages read in the tool's own state."""
+    state.set("pages_read", state.get("pages_read", 0) + 1)
+    state.set("last_page", page)
+    return f"page {page} read"
+
+
+@tool(needs_approval=True)
+def publish(title: str) -> str:
+    """Publish a digest; a person approves it first."""
+    return f"published {title!r}"
+
+
+def crawler_agent(store: Store, namespace: str = "default") -> Agent:
+    """A spec with a loop: three pages, each read (a stateful tool) and counted (a run
+    variable); after the second page a digest waits for approval inside the loop."""
+    spec = Spec(
+        nodes=[
+            VarNode(name="pages_seen", type="integer", scope="run", default=0),
+            LoopNode(name="pages", body="read", condition="{{ loop_index < 3 }}", max_iterations=5),
+            ToolNode(name="read", tool="read_page", arguments={"page": "{{ loop_index }}"}),
+            VarSetNode(name="tally", var="pages_seen", value="{{ variables.pages_seen + 1 }}"),
+            ToolNode(
+                name="review",
+                tool="publish",
+                arguments={"title": "digest of {{ variables.pages_seen }} pages"},
+            ),
+        ],
+        edges=[
+            Edge(src="read", dst="tally"),
+            Edge(src="tally", dst="review", condition="loop_index == 1"),
+        ],
+        start="pages",
+    )
+    return Agent(
+        spec,
+        ScriptedModel.demo(),
+        store=store,
+        namespace=namespace,
+        tools=[read_page, publish],
+    )
+
+
+async def fill_flows(store: Store, namespace: str = "default") -> None:
+    """Two crawls: one approved and finished, one waiting for a person mid-loop."""
+    agent = crawler_agent(store, namespace)
+    done = await agent.step(
+        "weekly digest", thread="crawl-done", user="ops", metadata={"ticket": 41}
+    )
+    assert done.status == "suspended", done
+    approved = await agent.approve("crawl-done", done.pending_approvals[0].call_id)
+    assert approved.status == "completed", approved
+    waiting = await agent.step(
+        "daily digest", thread="crawl-waiting", user="ops", metadata={"ticket": 42}
+    )
+    assert waiting.status == "suspended", waiting
+
+
 # --------------------------------------------------------------------------- a real server
 
 
@@ -116,14 +189,17 @@ def env_without_tokens(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def filled_sqlite(path: Path) -> str:
-    """A SQLite store at ``path`` that the demo agent has worked on; returns its URL."""
+def filled_sqlite(path: Path, *, flows: bool = False) -> str:
+    """A SQLite store at ``path`` that the demo agent (and with ``flows``, the crawler)
+    has worked on; returns its URL."""
     url = f"sqlite:///{path}"
 
     async def prepare() -> None:
         store = await open_store(url)
         try:
             await fill(store)
+            if flows:
+                await fill_flows(store)
         finally:
             await store.close()
 

@@ -769,7 +769,7 @@ def test_the_inspector_shows_erased_data_as_erased(
             page.wait_for_selector("tr.erased[data-key='semantic:agent_memory:notes/plan']")
             row = page.inner_text("tr[data-key='semantic:agent_memory:notes/plan']")
             assert "notes/plan" in row and "(erased)" in row and "gold" not in row
-            page.click("[data-tab='execution']")
+            page.click("[data-tab='runs']")
             page.wait_for_selector(".erased-runs")
             assert "3 runs were erased" in page.inner_text(".erased-runs")
             page.click("text=Export")

@@ -1,7 +1,10 @@
 """The inspector in a real browser: headless Chromium (Debian's, driven by Playwright) on a
-real `tether serve` over a SQLite database an agent has worked on. It finds the thread,
-opens nodes and their State tab, clears a store and then the thread (confirming), checks
-through the API that the state is gone, and saves screenshots under the test's tmp dir."""
+real `tether serve` over a SQLite database agents have worked on. It finds the thread,
+opens nodes and their State tab, lists the namespace's runs by status (those waiting for
+a human), opens a run's status history and flow (a loop, its current node, run
+variables) and a thread's tool state, approves a call, clears a store and then the
+thread (confirming), checks through the API what changed, and saves screenshots under
+the test's tmp dir."""
 
 from __future__ import annotations
 
@@ -46,7 +49,7 @@ def _need_browser() -> Any:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     db = tmp_path / "inspector.db"
-    filled_sqlite(db)
+    filled_sqlite(db, flows=True)
     with serve(db, tmp_path / "serve.log", "--agent", "_server_helpers:demo_agent") as s:
         yield s
 
@@ -118,18 +121,77 @@ def test_inspector_finds_opens_and_clears_a_thread(served: Served, tmp_path: Pat
             page.wait_for_selector("tr[data-key='semantic:agent_memory:notes/plan']")
             page.click("tr[data-key='semantic:agent_memory:notes/plan'] button")
             page.wait_for_selector(".versions li.current")
-            page.click("[data-tab='execution']")
+            page.click("[data-tab='runs']")
             page.locator("tr[data-run]").first.click()
             page.wait_for_selector(".exec-root .badge")
             page.screenshot(path=str(tmp_path / "inspector-execution.png"))
 
-            # A run waiting for a person: approve its tool call from the execution view.
+            # The namespace's runs, from the run index: all of them, then those waiting.
+            every = api(served, "GET", "/v1/ns/default/runs")
+            waiting = api(served, "GET", "/v1/ns/default/runs", params={"status": "suspended"})
+            assert page.inner_text("#waiting-count") == f"{len(waiting['runs'])} waiting"
+            page.click("#open-runs")
+            page.wait_for_selector("table.run-index")
+            assert page.locator("table.run-index tbody tr").count() == len(every["runs"])
+            page.click(".filter-chip[data-status='suspended']")
+            page.wait_for_selector(".filter-chip.active[data-status='suspended']")
+            rows = page.locator("table.run-index tbody tr")
+            shown = [rows.nth(i).get_attribute("data-run") for i in range(rows.count())]
+            assert shown == [r["run"] for r in waiting["runs"]] and len(shown) == 2
+            assert "publish" in page.inner_text("tr[data-thread='crawl-waiting']")
+            page.screenshot(path=str(tmp_path / "inspector-runs.png"))
+
+            # A run stopped mid-loop for a person: its status history, flow and variables.
+            page.click("tr[data-thread='crawl-waiting']")
+            page.wait_for_selector(".run-detail .timeline")
+            task = api(served, "GET", "/v1/ns/default/threads/crawl-waiting/task")
+            steps = page.locator(".timeline-step")
+            assert [steps.nth(i).get_attribute("data-status") for i in range(steps.count())] == [
+                t["status"] for t in task["history"]
+            ]
+            assert page.inner_text(".flow-current") == "review"
+            assert "in progress" in page.inner_text("tr[data-loop='pages']")
+            assert "pages_seen" in page.inner_text(".run-vars") and "2" in page.inner_text(
+                ".run-vars"
+            )
+            assert "ticket=42" in page.inner_text(".run-meta")
+            page.screenshot(path=str(tmp_path / "inspector-run.png"))
+            # The node that suspended it, from its status history, in the graph.
+            page.locator(".timeline-node").last.click()
+            page.wait_for_selector("g.node-selected")
+            selected = page.locator("g.node-selected").get_attribute("data-node-id")
+            assert selected == task["history"][-1]["node"]
+
+            # A thread's tool state, per scope, with its versions.
+            page.click("[data-thread='crawl-done']")
+            page.click("[data-tab='tools']")
+            row = "tr[data-key='semantic:tool_state:read_page/pages_read']"
+            page.wait_for_selector(row)
+            assert page.inner_text(row).split("\t")[:3] == ["read_page", "pages_read", "3"]
+            page.click(f"{row} button")
+            page.wait_for_selector(".versions li.current")
+            assert page.locator(".versions li").count() == 3  # one version per page read
+            page.screenshot(path=str(tmp_path / "inspector-tools.png"))
+            page.click("#clear-tools")
+            page.wait_for_selector("#confirm[open]")
+            page.click("#confirm-ok")
+            page.wait_for_selector("text=Cleared thread:crawl-done")
+            tools = api(
+                served,
+                "GET",
+                "/v1/ns/default/threads/crawl-done",
+                params={"stores": "tools", "include_data": "true"},
+            )["stores"][1]
+            assert tools["item_count"] == 0 and tools["data"] == {}
+
+            # A run waiting for a person: approve its tool call from the runs tab.
             page.click("[data-thread='billing']")
-            page.click("[data-tab='execution']")
+            page.click("[data-tab='runs']")
             page.click("tr[data-run]")
             page.wait_for_selector(".exec-actions button")
             page.click(".exec-actions button:text('Approve')")
             page.wait_for_selector("text=run completed")
+            page.wait_for_selector("#waiting-count :text('1 waiting')")
             runs = api(
                 served,
                 "GET",
@@ -178,11 +240,11 @@ def test_inspector_finds_opens_and_clears_a_thread(served: Served, tmp_path: Pat
             browser.close()
 
     after = api(served, "GET", "/v1/ns/default/threads")["threads"]
-    assert [t["thread"] for t in after] == ["billing", "support-2"]
+    assert [t["thread"] for t in after] == ["billing", "crawl-done", "crawl-waiting", "support-2"]
     gone = api(served, "GET", "/v1/ns/default/threads/support-1")
     assert gone["stores"][0]["node_count"] == 0 and gone["missing"] == ["thread:support-1"]
     assert problems == []
-    shots = ("node", "execution", "confirm", "cleared")
+    shots = ("node", "execution", "runs", "run", "tools", "confirm", "cleared")
     for name in (f"inspector-{s}.png" for s in shots):
         assert (tmp_path / name).stat().st_size > 10_000
     assert TOKEN not in served.log.read_text()

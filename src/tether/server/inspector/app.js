@@ -1,15 +1,18 @@
 // The tether inspector: threads of a namespace, a thread's causal graph, its
-// conversation, variables, memory and runs, and "clear state" -- all read and
+// conversation, variables, memory, tool state and runs (task state, flow progress,
+// executor tree), the namespace's runs by status, and "clear state" -- all read and
 // changed through the HTTP API with the token typed in above.
 
 import { Api, ApiError } from "./api.js";
-import { badge, bytes, empty, fill, h, isErased, shortId } from "./dom.js";
+import { badge, bytes, empty, fill, h, isErased, shortId, when } from "./dom.js";
 import { drawGraph, summarize } from "./graph.js";
+import { RUN_FILTERS, flowView, runIndexTable, statusHistory } from "./tasks.js";
 import {
   conversationView,
   executionTree,
   keyLabel,
   memoryValue,
+  metadataChips,
   nodeFields,
   payloadBlock,
   resourceTable,
@@ -21,7 +24,9 @@ import {
 } from "./views.js";
 
 const GRAPH_MAX = 400; // newest nodes drawn; older ones are a page away in History
-const TABS = ["graph", "conversation", "variables", "memory", "execution"];
+const TOOL_STATE = "semantic:tool_state:"; // tool state's resource keys: <tool>/<key>
+const TABS = ["graph", "conversation", "variables", "memory", "tools", "runs"];
+const RUNS_PAGE = 50;
 
 const api = new Api();
 const $ = (sel) => document.querySelector(sel);
@@ -39,6 +44,10 @@ const state = {
   selected: null,
   llm: "agent",
   graph: null,
+  view: "thread", // or "runs": the namespace's runs
+  run: null, // the run open in a thread's Runs tab
+  runFilter: { status: "", user: "" },
+  runPage: null, // {runs, next_after, counts} of the runs view
 };
 
 // ------------------------------------------------------------------ helpers
@@ -110,8 +119,15 @@ function threadLlms() {
 function setHash() {
   const p = new URLSearchParams();
   p.set("ns", state.ns);
-  if (state.thread) p.set("thread", state.thread);
-  if (state.tab !== "graph") p.set("tab", state.tab);
+  if (state.view === "runs") {
+    p.set("view", "runs");
+    if (state.runFilter.status) p.set("status", state.runFilter.status);
+    if (state.runFilter.user) p.set("user", state.runFilter.user);
+  } else {
+    if (state.thread) p.set("thread", state.thread);
+    if (state.tab !== "graph") p.set("tab", state.tab);
+    if (state.tab === "runs" && state.run) p.set("run", state.run);
+  }
   history.replaceState(null, "", `#${p.toString()}`);
 }
 
@@ -184,8 +200,10 @@ async function loadThreads() {
     return;
   }
   renderThreads();
-  if (state.thread) await openThread(state.thread, { keepTab: true });
-  else fill($("#main"), empty("Pick a thread on the left."));
+  refreshWaiting();
+  if (state.view === "runs") await openRuns();
+  else if (state.thread) await openThread(state.thread, { keepTab: true });
+  else fill($("#main"), empty("Pick a thread on the left, or Runs above it."));
 }
 
 async function refreshThreadList() {
@@ -194,6 +212,19 @@ async function refreshThreadList() {
     renderThreads();
   } catch (err) {
     fail(err);
+  }
+  refreshWaiting();
+}
+
+/** The sidebar's count of runs waiting for a human (one read of the run index). */
+async function refreshWaiting() {
+  const slot = $("#waiting-count");
+  try {
+    const page = await api.get(api.ns(state.ns, "/runs"), { status: "suspended", limit: 1 });
+    const n = page.counts.suspended || 0;
+    fill(slot, n ? badge(`${n} waiting`, "warn") : "");
+  } catch {
+    fill(slot, ""); // a token without state.describe: the runs view says why
   }
 }
 
@@ -237,10 +268,15 @@ function renderThreads() {
 
 // ------------------------------------------------------------------ a thread
 
-async function openThread(thread, { keepTab = false } = {}) {
+async function openThread(thread, { keepTab = false, tab = null, run = null } = {}) {
+  if (thread !== state.thread) state.run = null;
+  state.view = "thread";
   state.thread = thread;
   state.selected = null;
-  if (!keepTab) state.tab = "graph";
+  if (tab) state.tab = tab;
+  else if (!keepTab) state.tab = "graph";
+  if (run) state.run = run;
+  $("#open-runs").classList.remove("active");
   renderThreads();
   setHash();
   fill($("#main"), empty(`Loading ${thread}…`));
@@ -336,7 +372,7 @@ function renderThread() {
   const body = h("div", { class: "tab-body", id: "tab-body" });
   fill($("#main"), header, tabs, body);
   ({ graph: renderGraphTab, conversation: renderConversationTab, variables: renderVariablesTab,
-     memory: renderMemoryTab, execution: renderExecutionTab })[state.tab](body);
+     memory: renderMemoryTab, tools: renderToolsTab, runs: renderRunsTab })[state.tab](body);
 }
 
 // ------------------------------------------------------------------ graph tab
@@ -508,9 +544,9 @@ async function renderConversationTab(body) {
   }
 }
 
-async function resourceSection(title, scope, prefix, columns, filter, valueOf) {
+async function resourceSection(title, scope, prefix, columns, filter, valueOf, actions = null) {
   const box = h("div", {}, empty("Loading…"));
-  const section = scopeSection(title, scope, box);
+  const section = scopeSection(title, scope, box, actions);
   (async () => {
     try {
       const r = await api.get(api.ns(state.ns, "/resources"), { scope, prefix });
@@ -564,35 +600,190 @@ async function renderMemoryTab(body) {
     { title: "content", cls: "mono value", get: (r) => memoryValue(r.node) },
     { title: "#", cls: "mono muted", get: (r) => String(r.node.sequence) },
   ];
+  // Summaries are listed below; tool state has its own tab.
+  const isMemory = (k) => !k.startsWith("semantic:summary:") && !k.startsWith(TOOL_STATE);
   for (const [title, scope] of scopesOfThread()) {
-    body.append(
-      await resourceSection(title, scope, "semantic:", cols, (k) => !k.startsWith("semantic:summary:"), memoryValue),
-    );
+    body.append(await resourceSection(title, scope, "semantic:", cols, isMemory, memoryValue));
   }
   body.append(
     await resourceSection("Compaction summaries", `thread:${state.thread}`, "semantic:summary:", cols, () => true, memoryValue),
   );
 }
 
-function renderExecutionTab(body) {
+async function renderToolsTab(body) {
+  const cols = [
+    { title: "tool", cls: "mono", get: (r) => toolKey(r)[0] },
+    { title: "key", cls: "mono", get: (r) => toolKey(r)[1] },
+    { title: "value", cls: "mono value", get: (r) => memoryValue(r.node) },
+    { title: "#", cls: "mono muted", get: (r) => String(r.node.sequence) },
+  ];
+  body.append(
+    h("p", { class: "note" }, "Each stateful tool's own key-value state, per scope, committed with the call that wrote it."),
+  );
+  const thread = `thread:${state.thread}`;
+  const clear = h(
+    "button",
+    { class: "btn small danger", id: "clear-tools", disabled: !can("state.reset"), onclick: () => resetStores(["tools"], null, `the tool state of ${thread}`) },
+    "Clear state",
+  );
+  for (const [title, scope] of scopesOfThread()) {
+    const actions = scope === thread ? clear : null;
+    body.append(await resourceSection(title, scope, TOOL_STATE, cols, () => true, memoryValue, actions));
+  }
+}
+
+/** [tool, key] of a tool-state row, from its resource key (kept when a payload is erased). */
+function toolKey(row) {
+  const rest = row.key.slice(TOOL_STATE.length);
+  const cut = rest.indexOf("/");
+  return cut < 0 ? [rest, ""] : [rest.slice(0, cut), rest.slice(cut + 1)];
+}
+
+function byRun(report) {
+  return new Map(((report || {}).data || []).map((x) => [x.run, x]));
+}
+
+function renderRunsTab(body) {
   const report = storeReport("executions") || {};
   const runs = report.data || [];
   const erased = (report.metadata || {}).erased || 0;
-  const tree = h("div", { class: "exec-tree" }, empty("Pick a run to see its executor tree."));
-  body.append(h("div", { class: "exec-layout" }, h("div", {}, runsTable(runs.slice().reverse(), (r) => openRun(r.run, tree), erased)), tree));
+  const tasks = byRun(storeReport("task"));
+  const detail = h("div", { class: "run-detail" }, empty("Pick a run to see its status history, flow and executor tree."));
+  const open = (run) => openRun(run, detail, tasks, byRun(storeReport("flow")));
+  body.append(h("div", { class: "exec-layout" }, h("div", {}, runsTable(runs.slice().reverse(), (r) => open(r.run), erased, tasks)), detail));
+  if (state.run && runs.some((r) => r.run === state.run)) open(state.run);
 }
 
-async function openRun(run, box) {
+async function openRun(run, box, tasks, flows) {
+  state.run = run;
+  setHash();
   fill(box, empty("Loading…"));
   for (const tr of document.querySelectorAll("tr[data-run]")) tr.classList.toggle("active", tr.dataset.run === run);
+  const task = tasks.get(run);
   try {
     const exec = await api.get(api.thread(state.ns, state.thread, `/runs/${encodeURIComponent(run)}`));
     const decide = state.whoami.agent && can("agent.approve") ? (call, ok) => decideCall(call, ok) : null;
-    fill(box, h("ul", { class: "exec-root" }, executionTree(exec, decide)));
+    fill(
+      box,
+      h(
+        "header",
+        { class: "run-head" },
+        h("h3", { class: "mono" }, run),
+        task ? statusBadge(task.status) : null,
+        task ? h("span", { class: "muted" }, `started ${when(task.started_at)}`) : null,
+      ),
+      task
+        ? h(
+            "div",
+            { class: "run-grid" },
+            h("section", { class: "run-task" }, h("h4", {}, "status history"), statusHistory(task, showNode)),
+            h("section", { class: "run-meta" }, h("h4", {}, "metadata"), metadataChips(task.metadata)),
+          )
+        : null,
+      h("section", { class: "run-flow" }, h("h4", {}, "flow"), flowView(flows.get(run))),
+      h("section", {}, h("h4", {}, "executor tree"), h("ul", { class: "exec-root" }, executionTree(exec, decide))),
+    );
   } catch (err) {
     fill(box, empty(err.message));
     fail(err);
   }
+}
+
+/** Show a node of the thread in the graph tab (from a run's status history). */
+function showNode(id) {
+  state.tab = "graph";
+  state.selected = id;
+  setHash();
+  renderThread();
+}
+
+// ------------------------------------------------------------------ the namespace's runs
+
+async function openRuns({ more = false } = {}) {
+  state.view = "runs";
+  state.thread = null;
+  renderThreads();
+  $("#open-runs").classList.add("active");
+  setHash();
+  if (!more) fill($("#main"), empty("Loading runs…"));
+  const f = state.runFilter;
+  try {
+    const page = await api.get(api.ns(state.ns, "/runs"), {
+      status: f.status,
+      user: f.user,
+      limit: RUNS_PAGE,
+      after: more && state.runPage ? state.runPage.next_after : null,
+    });
+    state.runPage = more ? { ...page, runs: [...state.runPage.runs, ...page.runs] } : page;
+  } catch (err) {
+    fill($("#main"), empty(err.message));
+    fail(err);
+    return;
+  }
+  renderRuns();
+}
+
+function renderRuns() {
+  const page = state.runPage;
+  const f = state.runFilter;
+  const total = Object.values(page.counts).reduce((a, b) => a + b, 0);
+  const filters = h(
+    "div",
+    { class: "status-filters", role: "group", "aria-label": "status" },
+    RUN_FILTERS.map(([status, label]) =>
+      h(
+        "button",
+        {
+          class: ["filter-chip", f.status === status && "active", status && `filter-${status}`],
+          dataset: { status },
+          onclick: () => {
+            f.status = status;
+            openRuns();
+          },
+        },
+        label,
+        h("span", { class: "count" }, String(status ? page.counts[status] || 0 : total)),
+      ),
+    ),
+  );
+  const user = h("input", {
+    class: "filter user-filter",
+    type: "search",
+    placeholder: "user id",
+    value: f.user,
+    onchange: (e) => {
+      f.user = e.target.value.trim();
+      openRuns();
+    },
+  });
+  fill(
+    $("#main"),
+    h(
+      "div",
+      { class: "thread-header" },
+      h(
+        "div",
+        { class: "thread-title" },
+        h("h2", {}, "Runs"),
+        h("span", { class: "scope-name mono" }, `${state.ns} / the run index (app)`),
+      ),
+      h(
+        "div",
+        { class: "thread-stats" },
+        Object.entries(page.counts).map(([st, n]) => h("span", {}, statusBadge(st), ` ${n}`)),
+      ),
+      h("div", { class: "thread-actions" }, h("label", { class: "muted" }, "user ", user), h("button", { class: "btn", onclick: () => openRuns() }, "Refresh")),
+    ),
+    filters,
+    h(
+      "div",
+      { class: "scope-section" },
+      runIndexTable(page.runs, (r) => openThread(r.thread, { tab: "runs", run: r.run })),
+      page.next_after
+        ? h("div", { class: "more" }, h("button", { class: "btn small", onclick: () => openRuns({ more: true }) }, "Load more"))
+        : null,
+    ),
+  );
 }
 
 // ------------------------------------------------------------------ actions
@@ -621,13 +812,11 @@ async function clearThread() {
   fill($("#main"), h("div", { class: "welcome" }, h("h2", {}, `Thread ${t} was cleared`), h("p", {}, "Its graph is gone; pick another thread on the left.")));
 }
 
-async function resetStores(stores, llm, what) {
-  const ok = await confirmDialog(`Clear ${stores.join(", ")}?`, `This clears ${what}. The graph keeps the history (new nodes mark the reset).`, "Clear state");
-  if (!ok) return;
+/** Reset part of the open thread (`fields` of a reset request), after a confirmation. */
+async function resetPart(fields, title, text) {
+  if (!(await confirmDialog(title, text, "Clear state"))) return;
   try {
-    const body = { namespace: state.ns, thread: state.thread, stores };
-    if (llm) body.llm = llm;
-    const r = await api.post("/state/reset", body);
+    const r = await api.post("/state/reset", { namespace: state.ns, thread: state.thread, ...fields });
     toast(r.cleared.length ? `Cleared ${r.cleared.join(", ")}` : "Nothing to clear", "ok");
   } catch (err) {
     fail(err);
@@ -636,19 +825,14 @@ async function resetStores(stores, llm, what) {
   await Promise.all([openThread(state.thread, { keepTab: true }), refreshThreadList()]);
 }
 
-async function resetVariable(name, run) {
-  const ok = await confirmDialog(`Clear variable ${name}?`, `A delete version of ${name} is written; older versions stay in the graph.`, "Clear state");
-  if (!ok) return;
-  try {
-    const body = { namespace: state.ns, thread: state.thread, variable: name };
-    if (run) body.run = run;
-    const r = await api.post("/state/reset", body);
-    toast(r.cleared.length ? `Cleared ${r.cleared.join(", ")}` : "Nothing to clear", "ok");
-  } catch (err) {
-    fail(err);
-    return;
-  }
-  await Promise.all([openThread(state.thread, { keepTab: true }), refreshThreadList()]);
+function resetStores(stores, llm, what) {
+  const text = `This clears ${what}. The graph keeps the history (new nodes mark the reset).`;
+  return resetPart({ stores, ...(llm ? { llm } : {}) }, `Clear ${stores.join(", ")}?`, text);
+}
+
+function resetVariable(name, run) {
+  const text = `A delete version of ${name} is written; older versions stay in the graph.`;
+  return resetPart({ variable: name, ...(run ? { run } : {}) }, `Clear variable ${name}?`, text);
 }
 
 async function exportThread() {
@@ -698,12 +882,18 @@ function start() {
   state.ns = params.get("ns") || "default";
   state.thread = params.get("thread");
   if (TABS.includes(params.get("tab"))) state.tab = params.get("tab");
+  state.run = params.get("run");
+  if (params.get("view") === "runs") state.view = "runs";
+  state.runFilter = { status: params.get("status") || "", user: params.get("user") || "" };
   $("#namespace").value = state.ns;
   $("#token").value = api.token;
   $("#login").addEventListener("submit", async (e) => {
     e.preventDefault();
     const ns = $("#namespace").value.trim() || "default";
-    if (ns !== state.ns) state.thread = null;
+    if (ns !== state.ns) {
+      state.thread = null;
+      state.runPage = null;
+    }
     state.ns = ns;
     api.setToken($("#token").value.trim());
     setHash();
@@ -711,6 +901,7 @@ function start() {
   });
   $("#thread-filter").addEventListener("input", renderThreads);
   $("#reload-threads").addEventListener("click", () => loadThreads());
+  $("#open-runs").addEventListener("click", () => (state.whoami ? openRuns() : null));
   $("#confirm").addEventListener("cancel", () => ($("#confirm").returnValue = "cancel"));
   fill($("#main"), welcome());
   if (api.token) connect();

@@ -66,6 +66,15 @@ export function when(ts) {
   return Number.isNaN(d.getTime()) ? String(ts) : d.toLocaleString();
 }
 
+/** The time alone for today's timestamps, else the date and time (for table cells). */
+export function whenShort(ts) {
+  if (!ts) return "";
+  const d = new Date(ts);
+  if (Number.isNaN(d.getTime())) return String(ts);
+  const today = d.toDateString() === new Date().toDateString();
+  return today ? d.toLocaleTimeString() : d.toLocaleString();
+}
+
 /** A one-line rendering of any JSON value, cut at `max` characters. */
 export function brief(value, max = 80) {
   let t;

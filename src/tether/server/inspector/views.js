@@ -1,6 +1,6 @@
 // The inspector's panels, each a pure function of data the API returned.
 
-import { ERASED_TEXT, badge, brief, empty, h, isErased, pretty, shortId, when } from "./dom.js";
+import { ERASED_TEXT, badge, brief, empty, h, isErased, pretty, shortId, when, whenShort } from "./dom.js";
 
 const ERASED_NOTE =
   "This payload was erased: its data key was destroyed (the user's data was erased). " +
@@ -176,7 +176,23 @@ export function scopeSection(title, scope, content, actions) {
 
 // ------------------------------------------------------------------ execution
 
-export function runsTable(runs, onOpen, erased = 0) {
+/** Caller metadata as small key=value chips ("user" first: it names who the run is for). */
+export function metadataChips(metadata) {
+  const entries = Object.entries(metadata || {}).sort(([a], [b]) =>
+    a === "user" ? -1 : b === "user" ? 1 : a.localeCompare(b),
+  );
+  if (!entries.length) return h("span", { class: "muted" }, "none");
+  return h(
+    "span",
+    { class: "chips" },
+    entries.map(([k, v]) => h("span", { class: "chip mono", title: `${k}: ${JSON.stringify(v)}` }, `${k}=${brief(v, 40)}`)),
+  );
+}
+
+
+/** A thread's runs (the executions store); `tasks` maps a run id to its TaskState, for
+ * the caller's metadata. */
+export function runsTable(runs, onOpen, erased = 0, tasks = new Map()) {
   const note = erased
     ? h(
         "p",
@@ -192,7 +208,7 @@ export function runsTable(runs, onOpen, erased = 0) {
     h(
       "thead",
       {},
-      h("tr", {}, h("th", {}, "run"), h("th", {}, "status"), h("th", {}, "input"), h("th", {}, "#")),
+      h("tr", {}, h("th", {}, "started"), h("th", {}, "status"), h("th", {}, "input"), h("th", {}, "metadata")),
     ),
     h(
       "tbody",
@@ -200,11 +216,11 @@ export function runsTable(runs, onOpen, erased = 0) {
       runs.map((r) =>
         h(
           "tr",
-          { class: "clickable", onclick: () => onOpen(r), dataset: { run: r.run } },
-          h("td", { class: "mono" }, r.run),
-          h("td", {}, statusBadge(r.status), r.reset ? badge("reset", "muted") : null),
+          { class: "clickable", onclick: () => onOpen(r), dataset: { run: r.run }, title: r.run },
+          h("td", { class: "muted", title: when(r.started_at) }, whenShort(r.started_at)),
+          h("td", {}, statusBadge(r.status), r.reset ? [" ", badge("reset", "muted")] : null),
           h("td", {}, brief(r.input, 80)),
-          h("td", { class: "mono muted" }, r.sequence),
+          h("td", {}, metadataChips((tasks.get(r.run) || {}).metadata)),
         ),
       ),
     ),

@@ -85,3 +85,30 @@ def test_error_code_is_stable_at_class_level(cls: type[TetherError]) -> None:
     # A subclass declares default_code once; the class-level code follows it.
     assert cls.code == cls.default_code
     assert cls("something failed").code == cls.code
+
+
+def test_import_tether_is_light_and_everything_stays_reachable() -> None:
+    # The runtime, model clients and HTTP client load on first use (PEP 562), so a
+    # program that only stores state skips jinja2, yaml, httpx and rich; names and the
+    # subpackages the package used to import eagerly are still reachable from it.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tether\n"
+        "heavy = sorted(m for m in ('httpx', 'jinja2', 'yaml', 'rich', 'tether.runtime')"
+        " if m in sys.modules)\n"
+        "assert not heavy, heavy\n"
+        "assert tether.memory.load_conversation and tether.control.erase_user\n"
+        "from tether import Agent, SyncClient\n"
+        "assert Agent.__module__ == 'tether' and tether.Agent is Agent\n"
+        "assert 'Agent' in dir(tether) and 'Client' in dir(tether)\n"
+        "try:\n"
+        "    tether.no_such_name\n"
+        "except AttributeError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise AssertionError('no AttributeError')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr

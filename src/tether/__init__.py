@@ -166,7 +166,16 @@ for _name in __all__:
         _obj.__module__ = "tether"
 
 
+# Subpackages reachable as ``tether.memory`` etc. after a bare ``import tether``, as
+# they were when this module imported the runtime (and with it these) eagerly.
+_SUBMODULES = frozenset(
+    {"client", "control", "crypto", "memory", "models", "runtime", "scopes", "store"}
+)
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'tether' has no attribute {name!r}")

@@ -4,7 +4,9 @@
 first request, closed at shutdown); a ``Store`` object passed in stays the
 caller's. ``need(grant)`` is the FastAPI dependency that authenticates the
 bearer token and checks its grant (and the path's namespace) before a route
-reads anything.
+reads anything; routes take it in ``dependencies=[need(...)]``, so it runs first.
+``NamespaceAt`` and ``ThreadAt`` hand a route where it acts (``At``: the server,
+the path's namespace and thread), so a route states only what is its own.
 """
 
 from __future__ import annotations
@@ -13,17 +15,35 @@ import asyncio
 import inspect
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, Final, TypeAlias
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.responses import Response
 
+from .. import control
 from .._errors import NotFound
+from ..control.types import StateOperationRequest
 from ..runtime.agent import Agent
 from ..store import Store, open_store
+from ._http import json_response
 from .auth import Token, Tokens
 
-__all__ = ["AgentFactory", "Server", "authenticated", "need"]
+__all__ = [
+    "AgentFactory",
+    "At",
+    "NamespaceAt",
+    "NamespacePath",
+    "Server",
+    "ThreadAt",
+    "ThreadPath",
+    "authenticated",
+    "need",
+]
+
+NamespacePath = Annotated[str, Path(min_length=1, max_length=256)]
+ThreadPath = Annotated[str, Path(min_length=1, max_length=200)]
 
 AgentFactory: TypeAlias = Callable[..., Agent]
 """Builds an agent over the server's store: ``factory(store, namespace)``, or
@@ -147,3 +167,38 @@ def need(grant: str) -> Any:
 
     check.__name__ = "need_" + grant.replace(".", "_")
     return Depends(check)
+
+
+@dataclass(frozen=True, slots=True)
+class At:
+    """Where a route acts: the server, the path's namespace and (thread routes) thread."""
+
+    server: Server
+    namespace: str
+    thread: str | None = None
+
+    async def store(self) -> Store:
+        return await self.server.store()
+
+    def request(self, **fields: Any) -> StateOperationRequest:
+        """A ``StateOperationRequest`` on this namespace and thread (validated)."""
+        return StateOperationRequest(
+            **{"namespace": self.namespace, "thread": self.thread, **fields}
+        )
+
+    async def operation(self, operation: str, **fields: Any) -> Response:
+        """Run a control-plane operation here; its result is the response body."""
+        result = await control.execute(await self.store(), operation, self.request(**fields))
+        return json_response(result.to_dict())
+
+
+def _namespace_at(request: Request, namespace: NamespacePath) -> At:
+    return At(server_of(request), namespace)
+
+
+def _thread_at(request: Request, namespace: NamespacePath, thread: ThreadPath) -> At:
+    return At(server_of(request), namespace, thread)
+
+
+NamespaceAt = Annotated[At, Depends(_namespace_at)]
+ThreadAt = Annotated[At, Depends(_thread_at)]

@@ -11,11 +11,11 @@ The four routes differ only in their body's fields and the agent method they cal
 so each is one ``_Route`` entry and one handler is built per entry.
 """
 
-# No `from __future__ import annotations`: FastAPI reads the handler signature built
-# in _add, whose dependency names a local (the route's grant).
+from __future__ import annotations
+
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
@@ -23,11 +23,9 @@ from starlette.responses import Response
 from .._errors import InvalidRequest
 from ..runtime.agent import Agent
 from ..scopes import thread as thread_scope
-from ._deps import need, server_of
+from ._deps import ThreadAt, need
 from ._http import json_object, json_response, read_json
-from .auth import Token
 from .openapi import errors, ok, request_body
-from .routes_ns import NamespacePath, ThreadPath
 
 __all__ = ["router"]
 
@@ -150,15 +148,11 @@ def _body(data: Any, route: _Route) -> Body:
 
 
 def _add(r: APIRouter, route: _Route) -> None:
-    async def handler(
-        request: Request,
-        token: Annotated[Token, need(route.grant)],
-        namespace: NamespacePath,
-        thread: ThreadPath,
-    ) -> Response:
+    async def handler(request: Request, at: ThreadAt) -> Response:
         body = _body(await read_json(request, required=bool(route.required)), route)
-        thread_scope(thread)
-        agent = await server_of(request).agent_for(namespace)
+        thread = at.thread or ""
+        thread_scope(thread)  # a bad id is a 400 before the agent is looked up
+        agent = await at.server.agent_for(at.namespace)
         return json_response(await route.call(agent, thread, body))
 
     handler.__name__ = route.name
@@ -166,6 +160,7 @@ def _add(r: APIRouter, route: _Route) -> None:
         f"/{route.name}",
         handler,
         methods=["POST"],
+        dependencies=[need(route.grant)],
         summary=route.summary,
         openapi_extra=request_body(route.schema, required=bool(route.required)),
         responses=_RESPONSES,

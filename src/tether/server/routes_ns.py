@@ -1,10 +1,10 @@
 """Resource-style endpoints under ``/v1/ns/{namespace}``: threads and what they hold.
 
 The namespace is the path's ``{namespace}``; each route needs one grant on it
-(``need``), checked before anything is read. Operations go through
-``tether.control`` exactly as ``/state/<operation>`` does; the few plain reads the
-inspector needs (thread listing, resource heads, versions, a run's executor
-tree) are one store or memory call each.
+(``need``, in the route's ``dependencies``), checked before anything is read.
+Operations go through ``tether.control`` exactly as ``/state/<operation>`` does
+(``At.operation``); the few plain reads the inspector needs (thread listing,
+resource heads, versions, a run's executor tree) are one store or memory call each.
 
 On an encrypted store, erased data reads as erased (``tether.crypto``): resource
 heads and versions hold ``{"$erased": true}`` payloads, describe and history
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, Final
+from typing import Annotated, Final
 
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response, StreamingResponse
@@ -31,30 +31,25 @@ from ..control.types import MAX_PAGE, StateOperationRequest
 from ..crypto import erased_placeholders
 from ..memory.execution import execution_view
 from ..store._base import check_name
-from ._deps import need, server_of
+from ._deps import NamespaceAt, NamespacePath, ThreadAt, ThreadPath, need
 from ._http import json_object, json_response, read_json
-from .auth import Token
 from .openapi import errors, ok, request_body
 
 __all__ = ["NamespacePath", "ThreadPath", "router"]
 
-NamespacePath = Annotated[str, Path(min_length=1, max_length=256)]
-ThreadPath = Annotated[str, Path(min_length=1, max_length=200)]
 _MAX_THREADS: Final = 500
 _MAX_VERSIONS: Final = 1000
 _FILENAME_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 
-
 _READ = errors(400, 401, 403, 410, 413)
 _RESULT = ok("StateOperationResult", "The operation's result.")
+Stores = Annotated[str | None, Query(max_length=200, description="comma-separated")]
+Llm = Annotated[str, Query(min_length=1, max_length=200)]
+ScopeQuery = Annotated[str, Query(min_length=1, max_length=256, examples=["thread:t1"])]
 
 
 def _stores(value: str | None) -> tuple[str, ...]:
     return tuple(s.strip() for s in value.split(",") if s.strip()) if value else ()
-
-
-def _request(namespace: str, **fields: Any) -> StateOperationRequest:
-    return StateOperationRequest(namespace=namespace, **fields)
 
 
 def _scope(value: str) -> str:
@@ -63,32 +58,32 @@ def _scope(value: str) -> str:
     kind, ident = scopes.parse(value)
     if ident is not None:
         # The same rules as a request's thread/user fields.
-        _request("default", **{kind: ident})
+        StateOperationRequest(user=ident) if kind == "user" else StateOperationRequest(thread=ident)
     return value
 
 
 def router() -> APIRouter:
     r = APIRouter(prefix="/v1/ns/{namespace}", tags=["namespace"])
+    describe, history = [need("state.describe")], [need("state.history")]
 
     @r.get(
         "/threads",
         summary="The threads of a namespace, paged by thread id",
+        dependencies=describe,
         responses={**ok("Threads", "One page of threads."), **_READ},
     )
     async def list_threads(
-        request: Request,
-        token: Annotated[Token, need("state.describe")],
-        namespace: NamespacePath,
+        at: NamespaceAt,
         after: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
         limit: Annotated[int, Query(ge=1, le=_MAX_THREADS)] = 100,
     ) -> Response:
-        check_name("namespace", namespace)
-        store = await server_of(request).store()
+        ns = check_name("namespace", at.namespace)
+        store = await at.store()
         cursor = None if after is None else "thread:" + after
-        page = await store.list_scopes(namespace, prefix="thread:", after=cursor, limit=limit + 1)
+        page = await store.list_scopes(ns, prefix="thread:", after=cursor, limit=limit + 1)
         rows = []
         for info in page[:limit]:
-            stats = await store.stats(namespace, info.scope)
+            stats = await store.stats(ns, info.scope)
             rows.append(
                 {
                     "thread": info.scope.removeprefix("thread:"),
@@ -100,95 +95,66 @@ def router() -> APIRouter:
                 }
             )
         more = len(page) > limit and rows
-        return json_response(
-            {
-                "namespace": namespace,
-                "threads": rows,
-                "next_after": rows[-1]["thread"] if more else None,
-            }
-        )
+        next_after = rows[-1]["thread"] if more else None
+        return json_response({"namespace": ns, "threads": rows, "next_after": next_after})
 
     @r.get(
         "/threads/{thread}",
         summary="Describe a thread: graph, conversation, variables, memory, executions",
+        dependencies=describe,
         responses={**_RESULT, **_READ},
     )
     async def describe_thread(
-        request: Request,
-        token: Annotated[Token, need("state.describe")],
-        namespace: NamespacePath,
-        thread: ThreadPath,
-        include_data: bool = False,
-        llm: Annotated[str, Query(min_length=1, max_length=200)] = "agent",
-        stores: Annotated[str | None, Query(max_length=200, description="comma-separated")] = None,
+        at: ThreadAt, include_data: bool = False, llm: Llm = "agent", stores: Stores = None
     ) -> Response:
-        req = _request(
-            namespace, thread=thread, include_data=include_data, llm=llm, stores=_stores(stores)
+        return await at.operation(
+            "describe", include_data=include_data, llm=llm, stores=_stores(stores)
         )
-        result = await control.describe(await server_of(request).store(), req)
-        return json_response(result.to_dict())
 
     @r.delete(
         "/threads/{thread}",
         summary="Reset a thread (or only some stores, a variable or a run of it)",
+        dependencies=[need("state.reset")],
         responses={**_RESULT, **_READ, **errors(409)},
     )
     async def reset_thread(
-        request: Request,
-        token: Annotated[Token, need("state.reset")],
-        namespace: NamespacePath,
-        thread: ThreadPath,
-        stores: Annotated[str | None, Query(max_length=200, description="comma-separated")] = None,
+        at: ThreadAt,
+        stores: Stores = None,
         variable: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
         run: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
-        llm: Annotated[str, Query(min_length=1, max_length=200)] = "agent",
+        llm: Llm = "agent",
     ) -> Response:
-        req = _request(
-            namespace, thread=thread, stores=_stores(stores), variable=variable, run=run, llm=llm
+        return await at.operation(
+            "reset", stores=_stores(stores), variable=variable, run=run, llm=llm
         )
-        result = await control.reset(await server_of(request).store(), req)
-        return json_response(result.to_dict())
 
     @r.get(
         "/threads/{thread}/history",
         summary="A page of a thread's nodes, in sequence order",
+        dependencies=history,
         responses={**_RESULT, **_READ},
     )
     async def thread_history(
-        request: Request,
-        token: Annotated[Token, need("state.history")],
-        namespace: NamespacePath,
-        thread: ThreadPath,
+        at: ThreadAt,
         after: Annotated[int, Query(ge=0)] = 0,
         before: Annotated[int | None, Query(ge=1)] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
         descending: bool = False,
     ) -> Response:
-        req = _request(
-            namespace,
-            thread=thread,
-            after=after,
-            before=before,
-            limit=limit,
-            descending=descending,
+        return await at.operation(
+            "history", after=after, before=before, limit=limit, descending=descending
         )
-        result = await control.history(await server_of(request).store(), req)
-        return json_response(result.to_dict())
 
     @r.get(
         "/threads/{thread}/export",
         summary="The thread's snapshot (SPEC §1), streamed",
+        dependencies=[need("state.export")],
         responses={**ok("Snapshot", "The snapshot, as `tether export` writes it."), **_READ},
     )
-    async def export_thread(
-        request: Request,
-        token: Annotated[Token, need("state.export")],
-        namespace: NamespacePath,
-        thread: ThreadPath,
-    ) -> Response:
-        scope = _request(namespace, thread=thread).scope
-        assert scope is not None
-        chunks = control.export_chunks(await server_of(request).store(), namespace, scope)
+    async def export_thread(at: ThreadAt) -> Response:
+        scope = at.request().scope
+        assert scope is not None and at.thread is not None
+        chunks = control.export_chunks(await at.store(), at.namespace, scope)
         # The first chunk is produced after the head is read: errors before it get a
         # proper status; the rest streams a page of nodes at a time.
         first = await anext(chunks)
@@ -198,7 +164,7 @@ def router() -> APIRouter:
             async for c in chunks:
                 yield c
 
-        name = _FILENAME_UNSAFE.sub("_", thread)[:100] or "thread"
+        name = _FILENAME_UNSAFE.sub("_", at.thread)[:100] or "thread"
         return StreamingResponse(
             body(),
             media_type="application/json",
@@ -208,33 +174,22 @@ def router() -> APIRouter:
     @r.post(
         "/threads/{thread}/import",
         summary="Validate a snapshot and write it as this (empty) thread",
+        dependencies=[need("state.import")],
         openapi_extra=request_body("Snapshot"),
         responses={**_RESULT, **_READ, **errors(409, 422)},
     )
-    async def import_thread(
-        request: Request,
-        token: Annotated[Token, need("state.import")],
-        namespace: NamespacePath,
-        thread: ThreadPath,
-        replace: bool = False,
-    ) -> Response:
+    async def import_thread(request: Request, at: ThreadAt, replace: bool = False) -> Response:
         snapshot = json_object(await read_json(request), "a snapshot")
-        req = _request(namespace, thread=thread, snapshot=snapshot, replace=replace)
-        result = await control.import_(await server_of(request).store(), req)
-        return json_response(result.to_dict())
+        return await at.operation("import", snapshot=snapshot, replace=replace)
 
     @r.post(
         "/threads/{thread}/fork",
         summary="A new thread from any node of this one",
+        dependencies=[need("state.fork")],
         openapi_extra=request_body("ForkRequest"),
         responses={**_RESULT, **_READ, **errors(404, 409)},
     )
-    async def fork_thread(
-        request: Request,
-        token: Annotated[Token, need("state.fork")],
-        namespace: NamespacePath,
-        thread: ThreadPath,
-    ) -> Response:
+    async def fork_thread(request: Request, at: ThreadAt) -> Response:
         body = json_object(await read_json(request), "a fork request")
         unknown = set(body) - {"node", "new_thread"}
         if unknown:
@@ -242,94 +197,70 @@ def router() -> APIRouter:
                 f"unknown field {sorted(unknown)[0]!r}; a fork request has node and new_thread",
                 field=sorted(unknown)[0],
             )
-        req = _request(
-            namespace, thread=thread, node=body.get("node"), new_thread=body.get("new_thread")
-        )
-        result = await control.fork(await server_of(request).store(), req)
-        return json_response(result.to_dict())
+        return await at.operation("fork", node=body.get("node"), new_thread=body.get("new_thread"))
 
     @r.get(
         "/threads/{thread}/verify",
         summary="Recompute every identity and link of the thread",
+        dependencies=[need("state.verify")],
         responses={**_RESULT, **_READ, **errors(409)},
     )
-    async def verify_thread(
-        request: Request,
-        token: Annotated[Token, need("state.verify")],
-        namespace: NamespacePath,
-        thread: ThreadPath,
-    ) -> Response:
-        req = _request(namespace, thread=thread)
-        result = await control.verify(await server_of(request).store(), req)
-        return json_response(result.to_dict())
+    async def verify_thread(at: ThreadAt) -> Response:
+        return await at.operation("verify")
 
     @r.get(
         "/threads/{thread}/runs/{run}",
         summary="A run's execution state: seed 000's executor tree, derived from the graph",
+        dependencies=describe,
         responses={**ok("Execution", "The run's executor tree."), **_READ, **errors(404)},
     )
     async def run_execution(
-        request: Request,
-        token: Annotated[Token, need("state.describe")],
-        namespace: NamespacePath,
-        thread: ThreadPath,
-        run: Annotated[str, Path(min_length=1, max_length=200)],
+        at: ThreadAt, run: Annotated[str, Path(min_length=1, max_length=200)]
     ) -> Response:
-        _request(namespace, thread=thread, run=run)  # validates all three
+        at.request(run=run)  # validates all three
+        assert at.thread is not None
         with erased_placeholders():  # other runs may be erased; this one's erasure is a 410
-            view = await execution_view(await server_of(request).store(), namespace, thread, run)
+            view = await execution_view(await at.store(), at.namespace, at.thread, run)
         return json_response(view.to_dict())
 
     @r.get(
         "/resources",
         summary="The current node of every resource key of a scope (variables, memory)",
+        dependencies=describe,
         responses={**ok("Resources", "Resource heads by key."), **_READ},
     )
     async def resources(
-        request: Request,
-        token: Annotated[Token, need("state.describe")],
-        namespace: NamespacePath,
-        scope: Annotated[str, Query(min_length=1, max_length=256, examples=["thread:t1"])],
+        at: NamespaceAt,
+        scope: ScopeQuery,
         prefix: Annotated[str, Query(max_length=512, examples=["var:", "semantic:"])] = "",
     ) -> Response:
-        check_name("namespace", namespace)
-        store = await server_of(request).store()
+        ns = check_name("namespace", at.namespace)
+        store = await at.store()
         with erased_placeholders():  # an erased value is shown as {"$erased": true}
-            heads = await store.resource_heads(namespace, _scope(scope), prefix)
+            heads = await store.resource_heads(ns, _scope(scope), prefix)
+        resources = {k: n.to_dict() for k, n in sorted(heads.items())}
         return json_response(
-            {
-                "namespace": namespace,
-                "scope": scope,
-                "prefix": prefix,
-                "resources": {k: n.to_dict() for k, n in sorted(heads.items())},
-            }
+            {"namespace": ns, "scope": scope, "prefix": prefix, "resources": resources}
         )
 
     @r.get(
         "/versions",
         summary="Every version of one resource key of a scope, oldest first",
+        dependencies=history,
         responses={**ok("Versions", "The key's versions."), **_READ},
     )
     async def versions(
-        request: Request,
-        token: Annotated[Token, need("state.history")],
-        namespace: NamespacePath,
-        scope: Annotated[str, Query(min_length=1, max_length=256, examples=["thread:t1"])],
+        at: NamespaceAt,
+        scope: ScopeQuery,
         key: Annotated[str, Query(min_length=1, max_length=512, examples=["var:city"])],
         limit: Annotated[int, Query(ge=1, le=_MAX_VERSIONS)] = 100,
     ) -> Response:
-        check_name("namespace", namespace)
-        store = await server_of(request).store()
+        ns = check_name("namespace", at.namespace)
+        store = await at.store()
         with erased_placeholders():  # an erased version is shown as {"$erased": true}
-            nodes = await store.versions(namespace, _scope(scope), key, limit=limit)
-        return json_response(
-            {
-                "namespace": namespace,
-                "scope": scope,
-                "key": key,
-                "versions": [n.to_dict() for n in nodes],
-            }
-        )
+            nodes = await store.versions(ns, _scope(scope), key, limit=limit)
+        found = [n.to_dict() for n in nodes]
+        return json_response({"namespace": ns, "scope": scope, "key": key, "versions": found})
 
     @r.post(
         "/users/{user}/erase",
@@ -340,19 +271,17 @@ def router() -> APIRouter:
             "takes the user's runs out of the run index. 409 (not_encrypted) on a store "
             "opened without a master key. Needs the grant `state.erase`."
         ),
+        dependencies=[need("state.erase")],
         responses={
             **ok("ErasureResult", "What was destroyed."),
             **errors(400, 401, 403, 409, 413),
         },
     )
     async def erase_user(
-        request: Request,
-        token: Annotated[Token, need("state.erase")],
-        namespace: NamespacePath,
-        user: Annotated[str, Path(min_length=1, max_length=200)],
+        at: NamespaceAt, user: Annotated[str, Path(min_length=1, max_length=200)]
     ) -> Response:
-        _request(namespace, user=user)  # validates both
-        result = await control.erase_user(await server_of(request).store(), namespace, user)
+        at.request(user=user)  # validates both
+        result = await control.erase_user(await at.store(), at.namespace, user)
         return json_response(result.to_dict())
 
     return r

@@ -18,17 +18,15 @@ from __future__ import annotations
 
 from typing import Annotated, Final
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from .. import control, scopes
 from ..control.tasks import MAX_RUNS, RUN_STATUSES
 from ..store._base import check_name
-from ._deps import need, server_of
+from ._deps import NamespaceAt, ThreadAt, need
 from ._http import json_response
-from .auth import Token
 from .openapi import errors, ok
-from .routes_ns import NamespacePath, ThreadPath
 
 __all__ = ["router"]
 
@@ -42,7 +40,10 @@ def _statuses(value: str | None) -> tuple[str, ...] | None:
 
 
 def router() -> APIRouter:
-    r = APIRouter(prefix="/v1/ns/{namespace}", tags=["tasks"])
+    # All three are reads of what exists: the grant state.describe.
+    r = APIRouter(
+        prefix="/v1/ns/{namespace}", tags=["tasks"], dependencies=[need("state.describe")]
+    )
 
     @r.get(
         "/runs",
@@ -55,9 +56,7 @@ def router() -> APIRouter:
         responses={**ok("RunList", "One page of runs."), **_READ},
     )
     async def list_runs(
-        request: Request,
-        token: Annotated[Token, need("state.describe")],
-        namespace: NamespacePath,
+        at: NamespaceAt,
         status: Annotated[str | None, Query(max_length=100, description=_STATUS_HELP)] = None,
         thread: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
         user: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
@@ -65,8 +64,8 @@ def router() -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=MAX_RUNS)] = 100,
     ) -> Response:
         page = await control.runs(
-            await server_of(request).store(),
-            namespace=namespace,
+            await at.store(),
+            namespace=at.namespace,
             status=_statuses(status),
             thread=thread,
             user=user,
@@ -81,13 +80,10 @@ def router() -> APIRouter:
         responses={**ok("TaskState", "The run's task state."), **_READ, **errors(404)},
     )
     async def thread_task(
-        request: Request,
-        token: Annotated[Token, need("state.describe")],
-        namespace: NamespacePath,
-        thread: ThreadPath,
-        run: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+        at: ThreadAt, run: Annotated[str | None, Query(min_length=1, max_length=200)] = None
     ) -> Response:
-        state = await control.task(await server_of(request).store(), namespace, thread, run)
+        assert at.thread is not None
+        state = await control.task(await at.store(), at.namespace, at.thread, run)
         return json_response(state.to_dict())
 
     @r.get(
@@ -95,21 +91,12 @@ def router() -> APIRouter:
         summary="The tool calls the thread's latest run waits on (to approve or reject)",
         responses={**ok("PendingApprovals", "What waits for a person."), **_READ},
     )
-    async def thread_approvals(
-        request: Request,
-        token: Annotated[Token, need("state.describe")],
-        namespace: NamespacePath,
-        thread: ThreadPath,
-    ) -> Response:
-        check_name("namespace", namespace)
+    async def thread_approvals(at: ThreadAt) -> Response:
+        ns, thread = check_name("namespace", at.namespace), at.thread
+        assert thread is not None
         scopes.thread(thread)
-        calls = await control.pending_approvals(await server_of(request).store(), namespace, thread)
-        return json_response(
-            {
-                "namespace": namespace,
-                "thread": thread,
-                "pending_approvals": [c.to_dict() for c in calls],
-            }
-        )
+        calls = await control.pending_approvals(await at.store(), ns, thread)
+        waiting = [c.to_dict() for c in calls]
+        return json_response({"namespace": ns, "thread": thread, "pending_approvals": waiting})
 
     return r

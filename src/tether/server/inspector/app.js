@@ -75,6 +75,12 @@ function fail(err) {
   }
 }
 
+/** Show an error in place of what `el` was loading, and tell the person. */
+function failIn(el, err) {
+  fill(el, empty(err.message));
+  fail(err);
+}
+
 function confirmDialog(title, text, action) {
   const dlg = $("#confirm");
   fill($("#confirm-title"), title);
@@ -195,8 +201,7 @@ async function loadThreads() {
     const page = await api.get(api.ns(state.ns, "/threads"), { limit: 500 });
     state.threads = page.threads;
   } catch (err) {
-    fill(list, empty(err.message));
-    fail(err);
+    failIn(list, err);
     return;
   }
   renderThreads();
@@ -295,8 +300,7 @@ async function openThread(thread, { keepTab = false, tab = null, run = null } = 
     const llms = threadLlms();
     if (!llms.includes(state.llm)) state.llm = llms[0];
   } catch (err) {
-    fill($("#main"), empty(err.message));
-    fail(err);
+    failIn($("#main"), err);
     return;
   }
   renderThread();
@@ -501,8 +505,7 @@ async function renderNodeState(node, kind, content) {
       );
     }
   } catch (err) {
-    fill(content, empty(err.message));
-    fail(err);
+    failIn(content, err);
   }
 }
 
@@ -539,8 +542,7 @@ async function renderConversationTab(body) {
     const conv = r.stores.find((s) => s.name === "conversation");
     fill(list, conversationView(conv.data));
   } catch (err) {
-    fill(list, empty(err.message));
-    fail(err);
+    failIn(list, err);
   }
 }
 
@@ -684,8 +686,7 @@ async function openRun(run, box, tasks, flows) {
       h("section", {}, h("h4", {}, "executor tree"), h("ul", { class: "exec-root" }, executionTree(exec, decide))),
     );
   } catch (err) {
-    fill(box, empty(err.message));
-    fail(err);
+    failIn(box, err);
   }
 }
 
@@ -716,8 +717,7 @@ async function openRuns({ more = false } = {}) {
     });
     state.runPage = more ? { ...page, runs: [...state.runPage.runs, ...page.runs] } : page;
   } catch (err) {
-    fill($("#main"), empty(err.message));
-    fail(err);
+    failIn($("#main"), err);
     return;
   }
   renderRuns();

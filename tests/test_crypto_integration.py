@@ -5,7 +5,7 @@ placeholder or raises ``KeyErased`` (never garbage, never a crash)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +91,7 @@ async def test_agent_steps_bind_threads_so_erasure_takes_exactly_the_users_threa
     assert report.keys_destroyed == 1
     assert report.threads == 1  # t1 only: "anon" was written before any binding
 
-    reads = [
+    reads: list[Callable[[], Awaitable[Any]]] = [
         lambda: store.nodes(NS, "thread:t1"),
         lambda: store.nodes(NS, "user:alice"),
         lambda: store.resource_heads(NS, "thread:t1", "var:"),
@@ -271,7 +271,7 @@ async def test_variables_agent_memory_and_semantic_memory_of_an_erased_user(
     ]
     variables = Variables(store, NS, decls, thread="t1", user="alice")
     notes = AgentMemory(store, NS, scope="thread:t1", name="notes")
-    calls = [
+    calls: list[Callable[[], Awaitable[Any]]] = [
         lambda: variables.get("weather_asks"),
         lambda: variables.all(),
         lambda: variables.history("last_answer"),
@@ -293,8 +293,8 @@ async def test_variables_agent_memory_and_semantic_memory_of_an_erased_user(
         assert history[0].to_dict()["erased"] is True
         assert await notes.items() == {"plan": ERASED}
         assert await notes.recall("plan") == ERASED
-        assert [e.op for e in await notes.history()] == ["erased"]
-        assert [v.content for v in await notes.history("plan")] == [ERASED]
+        assert [getattr(e, "op", None) for e in await notes.history()] == ["erased"]
+        assert [getattr(v, "content", None) for v in await notes.history("plan")] == [ERASED]
         with pytest.raises(KeyErased):
             await notes.undo()
         memory = await semantic_memory(store, NS, "user:alice")
@@ -402,11 +402,12 @@ async def test_export_verify_fork_and_steps_of_erased_data_raise_key_erased(
         # The runtime plans from real payloads only: a typed error, nothing written.
         agent = demo_agent(store)
         head = await store.head(NS, "thread:t1")
-        for call_ in (
+        retries: tuple[Callable[[], Awaitable[Any]], ...] = (
             lambda: agent.step("hello", thread="t1", user="alice"),
             lambda: agent.resume("t1"),
             lambda: agent.approve("t1", "call_x"),
-        ):
+        )
+        for call_ in retries:
             with pytest.raises(KeyErased):
                 await call_()
         assert await store.head(NS, "thread:t1") == head

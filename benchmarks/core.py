@@ -22,9 +22,15 @@ def build(n: int) -> tuple[AgentState, float]:
         if i % 4 == 0:
             s.append("goal", {"run": f"run_{i}", "input": msg, "llm": "agent", "metadata": {}})
         elif i % 4 == 1:
-            s.append("inference", {"run": f"run_{i}", "llm": "agent", "content": msg, "tool_calls": []})
+            s.append(
+                "inference", {"run": f"run_{i}", "llm": "agent", "content": msg, "tool_calls": []}
+            )
         elif i % 4 == 2:
-            s.append("resource", {"name": "count", "type": "integer", "value": i}, resource_key="var:count")
+            s.append(
+                "resource",
+                {"name": "count", "type": "integer", "value": i},
+                resource_key="var:count",
+            )
         else:
             s.append("answer", {"run": f"run_{i}", "output": msg})
     return s, time.perf_counter() - t
@@ -41,7 +47,9 @@ def main() -> None:
         t = time.perf_counter()
         AgentState.from_json(data)
         t_val = time.perf_counter() - t
-        print(f"{n:>8} {t_append / n * 1e6:>15.1f} {t_val / n * 1e6:>17.1f} {len(data) / 1e6:>12.1f}")
+        print(
+            f"{n:>8} {t_append / n * 1e6:>15.1f} {t_val / n * 1e6:>17.1f} {len(data) / 1e6:>12.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,10 @@ section between ``<!-- bench:start -->`` and ``<!-- bench:end -->`` is rewritten
 from __future__ import annotations
 
 import argparse
+import compileall
 import datetime as dt
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -48,6 +50,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 from systems import ALL, REGISTRY  # noqa: E402
+from verdict import section as verdict  # noqa: E402
 
 PEERS_VENV = BENCH / ".venv-peers"
 PEERS_REQS = BENCH / "peers" / "requirements.txt"
@@ -90,6 +93,24 @@ def peers_python(install: bool) -> tuple[Path | None, str]:
         return None, f"could not build the peers venv: {e}"
     PEERS_STAMP.write_text(want + "\n")
     return py, ""
+
+
+def compile_tether() -> str:
+    """Write tether's bytecode ahead, as ``pip install`` does for the peers' packages.
+
+    tether runs from its source tree (an editable install); with
+    PYTHONDONTWRITEBYTECODE set, every worker would otherwise compile each tether
+    module it imports, inside the timed open for modules imported on first use,
+    while the peers load the .pyc files pip wrote. Returns what was done, for meta.
+    """
+    spec = importlib.util.find_spec("tether")
+    if spec is None or not spec.submodule_search_locations:
+        return "tether not found"
+    pkg = Path(next(iter(spec.submodule_search_locations)))
+    ok = compileall.compile_dir(pkg, quiet=1)
+    ok = compileall.compile_dir(BENCH / "systems", maxlevels=0, quiet=1) and ok
+    ok = compileall.compile_file(BENCH / "workload.py", quiet=1) and ok
+    return "tether compiled ahead (compileall), as pip does" if ok else "compileall failed"
 
 
 # --- running phases ----------------------------------------------------------------------
@@ -153,7 +174,12 @@ def bench_system(
     name: str, python: Path | None, why_not: str, args: argparse.Namespace, out_dir: Path
 ) -> dict[str, Any]:
     entry = REGISTRY[name]
-    res: dict[str, Any] = {"system": name, "label": entry.label, "venv": entry.venv}
+    res: dict[str, Any] = {
+        "system": name,
+        "label": entry.label,
+        "venv": entry.venv,
+        "backend": entry.backend,
+    }
     if python is None:
         res["skipped"] = why_not
         log(f"  {name}: skipped: {why_not}")
@@ -370,7 +396,9 @@ def markdown(results: dict[str, Any], chart: str) -> str:
         "turns of user + assistant, each durable before the next: median write latency per "
         f"turn. (B) {wl['threads']} threads x {wl['threads_turns']} turns, round-robin. "
         "(C) a fresh process opens the store and loads the thread of (A) (interpreter start "
-        "and library import not counted). Bytes on disk per turn after (A): SQLite files "
+        "and library import not counted for any system; each import time is listed below; "
+        f"{meta.get('bytecode', 'bytecode as installed')}). Bytes on disk per turn after "
+        "(A): SQLite files "
         "incl. WAL after a TRUNCATE checkpoint; PostgreSQL: pg_total_relation_size of the "
         "system's tables. Every system and phase runs in its own process.",
         "",
@@ -383,6 +411,11 @@ def markdown(results: dict[str, Any], chart: str) -> str:
         f"![write latency against history length]({chart})",
         "",
         *notes(results),
+        "",
+        "**Where tether is slower, and why.** Computed from this run: every figure where a "
+        "tether system is behind a peer on the same backend, with the reason.",
+        "",
+        *verdict(results),
         "",
         "Raw figures, per-turn latencies included: "
         "[docs/bench/results.json](docs/bench/results.json). "
@@ -462,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     peers_py, peers_why = peers_python(install=need_peers and not args.no_install)
 
     started = time.perf_counter()
+    bytecode = compile_tether()
     mach = machine()
     mach["fdatasync_4k_ms"] = fsync_ms(out_dir / "work")
     systems = []
@@ -484,6 +518,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": {**mach, "loadavg_1m_at_end": round(os.getloadavg()[0], 2)},
             "postgres": pg,
             "peers_python": str(peers_py) if peers_py else None,
+            "bytecode": bytecode,
             "workload": {
                 "message_bytes": 200,
                 "turns": args.turns,
@@ -499,6 +534,8 @@ def main(argv: list[str] | None = None) -> int:
     rj = out_dir / "results.json"
     rj.write_text(json.dumps(results, indent=1))
     print_table(results)
+    print("\nWhere tether is slower, and why:")
+    print("\n".join(verdict(results)) or "- (no tether system ran)")
     log(f"results: {rj}")
 
     png = out_dir / "latency.png"

@@ -60,6 +60,7 @@ async def phase_write(sys_: System, args: argparse.Namespace) -> dict[str, Any]:
         "latencies_ms": [x * 1e3 for x in lat],
         "bytes": nbytes,
         "bytes_per_turn": nbytes / max(1, len(lat)),
+        "bytes_by_object": sys_.bytes_by_object(),
         "durability": dur,
         "versions": sys_.versions(),
         "remarks": sys_.remarks(),

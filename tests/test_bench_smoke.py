@@ -92,3 +92,51 @@ def test_readme_section_is_replaced_in_place(
     assert text.startswith("# x\n\nintro\n")
     assert text.count(run.START) == 1 and text.count(run.END) == 1
     assert "| X |" in text and "skipped: not here" in text and "`make bench`" in text
+
+
+def _system(name: str, venv: str, backend: str, *, a: float, b: float, c: float, by: float) -> dict:
+    return {
+        "system": name,
+        "label": name.upper(),
+        "venv": venv,
+        "backend": backend,
+        "windows": {"1-10": a, "91-100": a},
+        "threads": {"turns_per_s": b},
+        "load": {"total_ms": c, "open_ms": 1.0, "load_ms": c - 1.0},
+        "write": {"bytes_per_turn": by, "bytes_by_object": {}},
+    }
+
+
+def test_verdict_names_every_figure_where_tether_is_behind_a_peer_on_its_backend() -> None:
+    verdict = _load("verdict")
+    results = {
+        "meta": {"workload": {"turns": 100}},
+        "systems": [
+            _system("sqlite_floor", "tether", "sqlite", a=0.2, b=5000, c=2.0, by=500),
+            _system("tether_sqlite", "tether", "sqlite", a=0.3, b=3000, c=9.0, by=700),
+            _system("peer_sqlite", "peers", "sqlite", a=0.4, b=2000, c=8.0, by=650),
+            # faster than tether on SQLite, but on another backend: not compared
+            _system("peer_pg", "peers", "postgres", a=0.1, b=9000, c=1.0, by=100),
+            _system("tether_postgres", "tether", "postgres", a=0.5, b=10000, c=0.5, by=90),
+            {"system": "peer_gone", "label": "GONE", "venv": "peers", "skipped": "no"},
+        ],
+    }
+    found = verdict.findings(results)
+    assert {(f["tether"]["system"], f["peer"]["system"], f["key"]) for f in found} == {
+        ("tether_sqlite", "peer_sqlite", "C"),
+        ("tether_sqlite", "peer_sqlite", "bytes"),
+        ("tether_postgres", "peer_pg", "A 1-10"),
+        ("tether_postgres", "peer_pg", "A 91-100"),
+    }
+    text = "\n".join(verdict.section(results))
+    assert "**TETHER_SQLITE** is behind **PEER_SQLITE** on (C) load ms 9.00 vs 8.00" in text
+    assert "bytes/turn 700 B vs 650 B" in text
+    assert "against the sqlite3 floor" in text.lower() and "(B) turns/s 3,000 vs 5,000" in text
+    # Each reason once per figure kind, even with two (A) windows behind.
+    assert text.count("two round trips") == 1
+    results["systems"] = results["systems"][:3]
+    results["systems"][2]["load"]["total_ms"] = 99.0
+    results["systems"][2]["write"]["bytes_per_turn"] = 999.0
+    assert "TETHER_SQLITE** is ahead of every peer on its backend (PEER_SQLITE)" in "\n".join(
+        verdict.section(results)
+    )

@@ -12,17 +12,18 @@ from typing import NamedTuple
 class Entry(NamedTuple):
     label: str
     venv: str  # "tether": tether's .venv; "peers": benchmarks/.venv-peers
+    backend: str  # where the data lives: systems are compared with others on the same one
 
 
 REGISTRY: dict[str, Entry] = {
-    "sqlite_floor": Entry("sqlite3 loop (floor)", "tether"),
-    "tether_sqlite": Entry("tether (SQLite)", "tether"),
-    "tether_postgres": Entry("tether (PostgreSQL)", "tether"),
-    "tether_redis": Entry("tether (Redis)", "tether"),
-    "langgraph_sqlite": Entry("LangGraph SqliteSaver", "peers"),
-    "langgraph_postgres": Entry("LangGraph PostgresSaver", "peers"),
-    "openai_sqlite": Entry("OpenAI Agents SQLiteSession", "peers"),
-    "adk_sqlite": Entry("Google ADK DatabaseSessionService (SQLite)", "peers"),
+    "sqlite_floor": Entry("sqlite3 loop (floor)", "tether", "sqlite"),
+    "tether_sqlite": Entry("tether (SQLite)", "tether", "sqlite"),
+    "tether_postgres": Entry("tether (PostgreSQL)", "tether", "postgres"),
+    "tether_redis": Entry("tether (Redis)", "tether", "redis"),
+    "langgraph_sqlite": Entry("LangGraph SqliteSaver", "peers", "sqlite"),
+    "langgraph_postgres": Entry("LangGraph PostgresSaver", "peers", "postgres"),
+    "openai_sqlite": Entry("OpenAI Agents SQLiteSession", "peers", "sqlite"),
+    "adk_sqlite": Entry("Google ADK DatabaseSessionService (SQLite)", "peers", "sqlite"),
 }
 
 ALL = list(REGISTRY)

@@ -14,7 +14,7 @@ from google.adk.sessions.session import Session
 from google.genai import types
 from sqlalchemy import event
 
-from .base import System, pkg_version, reset_dir, sqlite_bytes
+from .base import System, pkg_version, reset_dir, sqlite_bytes, sqlite_objects
 
 APP = "bench"
 USER = "user-1"
@@ -90,6 +90,9 @@ class AdkSqlite(System):
 
     async def bytes_on_disk(self) -> int:
         return sqlite_bytes(self.workdir)
+
+    def bytes_by_object(self) -> dict[str, int]:
+        return sqlite_objects(self.workdir)
 
     def durability(self) -> dict[str, Any]:
         p = self._pragmas

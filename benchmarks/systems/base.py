@@ -82,6 +82,10 @@ class System:
         """How the system was driven and what shapes its figures (shown under the table)."""
         return []
 
+    def bytes_by_object(self) -> dict[str, int]:
+        """Bytes per table and index after ``bytes_on_disk`` (SQLite: ``dbstat``)."""
+        return {}
+
 
 # --- helpers shared by the SQLite-backed systems ----------------------------------------
 
@@ -105,6 +109,23 @@ def sqlite_bytes(workdir: Path) -> int:
             finally:
                 conn.close()
     return sum(p.stat().st_size for p in workdir.rglob("*") if p.is_file())
+
+
+def sqlite_objects(workdir: Path) -> dict[str, int]:
+    """Bytes (whole pages) per table and index of every SQLite database in ``workdir``,
+    from the ``dbstat`` virtual table; empty when this SQLite lacks it."""
+    out: dict[str, int] = {}
+    for p in sorted(workdir.iterdir()):
+        if p.suffix in {".db", ".sqlite"} and p.is_file():
+            conn = sqlite3.connect(p)
+            try:
+                rows = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name")
+                out.update({str(name): int(size) for name, size in rows})
+            except sqlite3.Error:
+                return {}
+            finally:
+                conn.close()
+    return out
 
 
 def reset_dir(workdir: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from . import _langgraph as lg
-from .base import System, pkg_version, reset_dir, sqlite_bytes, sqlite_pragmas
+from .base import System, pkg_version, reset_dir, sqlite_bytes, sqlite_objects, sqlite_pragmas
 
 
 class LangGraphSqlite(System):
@@ -46,6 +46,9 @@ class LangGraphSqlite(System):
 
     async def bytes_on_disk(self) -> int:
         return sqlite_bytes(self.workdir)
+
+    def bytes_by_object(self) -> dict[str, int]:
+        return sqlite_objects(self.workdir)
 
     def durability(self) -> dict[str, Any]:
         return {

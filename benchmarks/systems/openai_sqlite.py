@@ -9,7 +9,7 @@ from typing import Any
 
 from agents.memory.sqlite_session import SQLiteSession
 
-from .base import System, pkg_version, reset_dir, sqlite_bytes, sqlite_pragmas
+from .base import System, pkg_version, reset_dir, sqlite_bytes, sqlite_objects, sqlite_pragmas
 
 
 class _FullSyncSession(SQLiteSession):
@@ -61,6 +61,9 @@ class OpenAISqlite(System):
 
     async def bytes_on_disk(self) -> int:
         return sqlite_bytes(self.workdir)
+
+    def bytes_by_object(self) -> dict[str, int]:
+        return sqlite_objects(self.workdir)
 
     def durability(self) -> dict[str, Any]:
         p = getattr(self, "_pragmas", None)

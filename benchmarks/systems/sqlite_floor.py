@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from .base import System, reset_dir, sqlite_bytes, sqlite_pragmas
+from .base import System, reset_dir, sqlite_bytes, sqlite_objects, sqlite_pragmas
 
 
 class SqliteFloor(System):
@@ -48,6 +48,9 @@ class SqliteFloor(System):
 
     async def bytes_on_disk(self) -> int:
         return sqlite_bytes(self.workdir)
+
+    def bytes_by_object(self) -> dict[str, int]:
+        return sqlite_objects(self.workdir)
 
     def durability(self) -> dict[str, Any]:
         return {

@@ -1,4 +1,4 @@
-"""tether on Redis (db 15 on 127.0.0.1:6379, own key prefix). Provisional: see _tether.py.
+"""tether on Redis (db 15 on 127.0.0.1:6379, own key prefix); how it is driven: _tether.py.
 
 The benchmark keeps its keys under the prefix ``tether-bench:`` so it never touches
 other data in the database; ``reset`` and ``cleanup`` delete that prefix with SCAN +
@@ -15,6 +15,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any, ClassVar
+
+# Imported at module level, as the worker expects, so that import time is reported
+# apart from setup/load (open_store imports these, and the driver, lazily).
+import redis.asyncio  # noqa: F401
+
+import tether.crypto._backends
+import tether.crypto._keystore_redis
+import tether.crypto._store
+import tether.store.redis  # noqa: F401
 
 from ._tether import TetherBase
 from .base import pkg_version

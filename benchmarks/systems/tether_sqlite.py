@@ -1,4 +1,4 @@
-"""tether on its embedded SQLite backend (one file). Provisional: see _tether.py."""
+"""tether on its embedded SQLite backend (one file); how it is driven: _tether.py."""
 
 from __future__ import annotations
 
@@ -7,18 +7,20 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 # Imported at module level, as the worker expects, so that import time is reported
-# apart from setup/load: open_store would import the backend (and the crypto hook) lazily.
+# apart from setup/load: open_store imports the backend, the crypto hook and, to
+# refuse an encrypted file opened without a key, the SQLite key-table check lazily.
+import tether.crypto._backends
+import tether.crypto._keystore_sqlite
 import tether.crypto._store
 import tether.store.sqlite  # noqa: F401
 
 from ._tether import TetherBase
-from .base import reset_dir, sqlite_bytes
+from .base import reset_dir, sqlite_bytes, sqlite_objects, sqlite_pragmas
 
 
 class TetherSqlite(TetherBase):
     name = "tether_sqlite"
-    # TODO(tether): the SQLite backend's durability option (SPEC section 5 names
-    # ``durability=``); the strongest setting should mean WAL + synchronous=FULL.
+    # WAL + synchronous=FULL (every commit fsynced); "full" is also the default.
     store_options: ClassVar[dict[str, Any]] = {"durability": "full"}
 
     def url(self, workdir: Path) -> str:
@@ -30,17 +32,19 @@ class TetherSqlite(TetherBase):
     async def bytes_on_disk(self) -> int:
         return sqlite_bytes(self.workdir)
 
+    def bytes_by_object(self) -> dict[str, int]:
+        return sqlite_objects(self.workdir)
+
     def durability(self) -> dict[str, Any]:
         d = super().durability()
-        db = self.workdir / "tether.db"
-        if db.exists():  # measured from a side connection: journal mode persists in the file
-            c = sqlite3.connect(db)
-            try:
-                d["journal_mode"] = str(c.execute("PRAGMA journal_mode").fetchone()[0]).upper()
-            finally:
-                c.close()
-        sync = " (synchronous=FULL)" if d["strongest"] else ""
-        d["setting"] = f"{d.get('journal_mode', '?')}, {d['setting']}{sync}, commit per turn"
+        conn = getattr(getattr(self, "store", None), "_conn", None)
+        if conn is not None:  # measured on the store's own connection, while it is open
+            d.update(sqlite_pragmas(conn))
+        d["strongest"] = d["strongest"] and d.get("synchronous") == "FULL"
+        d["setting"] = (
+            f"{d.get('journal_mode', '?')}, synchronous={d.get('synchronous', '?')}, "
+            f"{d['setting']}, commit per turn"
+        )
         return d
 
     def versions(self) -> dict[str, str]:

@@ -28,10 +28,8 @@ section between ``<!-- bench:start -->`` and ``<!-- bench:end -->`` is rewritten
 from __future__ import annotations
 
 import argparse
-import compileall
 import datetime as dt
 import hashlib
-import importlib.util
 import json
 import os
 import platform
@@ -49,6 +47,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
+from precompile import compile_tether  # noqa: E402
 from systems import ALL, REGISTRY  # noqa: E402
 from verdict import section as verdict  # noqa: E402
 
@@ -93,24 +92,6 @@ def peers_python(install: bool) -> tuple[Path | None, str]:
         return None, f"could not build the peers venv: {e}"
     PEERS_STAMP.write_text(want + "\n")
     return py, ""
-
-
-def compile_tether() -> str:
-    """Write tether's bytecode ahead, as ``pip install`` does for the peers' packages.
-
-    tether runs from its source tree (an editable install); with
-    PYTHONDONTWRITEBYTECODE set, every worker would otherwise compile each tether
-    module it imports, inside the timed open for modules imported on first use,
-    while the peers load the .pyc files pip wrote. Returns what was done, for meta.
-    """
-    spec = importlib.util.find_spec("tether")
-    if spec is None or not spec.submodule_search_locations:
-        return "tether not found"
-    pkg = Path(next(iter(spec.submodule_search_locations)))
-    ok = compileall.compile_dir(pkg, quiet=1)
-    ok = compileall.compile_dir(BENCH / "systems", maxlevels=0, quiet=1) and ok
-    ok = compileall.compile_file(BENCH / "workload.py", quiet=1) and ok
-    return "tether compiled ahead (compileall), as pip does" if ok else "compileall failed"
 
 
 # --- running phases ----------------------------------------------------------------------

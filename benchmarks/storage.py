@@ -48,6 +48,8 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from precompile import compile_tether  # noqa: E402
+
 import tether  # noqa: E402
 from tether import Transaction  # noqa: E402
 
@@ -226,7 +228,11 @@ async def throughput(tet: TetherSide, floor: Any, threads: int, turns: int) -> d
 COLD_TETHER = """
 import asyncio, sys, time
 sys.path.insert(0, {src!r})
-import tether, tether.store.{backend}, tether.crypto._store  # imports are not load time
+# Imports are not load time: the backend, its driver and what open_store imports lazily.
+import tether, tether.store.{backend}, tether.crypto._store, tether.crypto._backends
+import tether.crypto._keystore_{backend}
+if {backend!r} == "postgres":
+    import asyncpg
 t0 = time.perf_counter()
 async def main():
     store = await tether.open_store({url!r})
@@ -542,6 +548,7 @@ def main() -> None:
         args.cold_turns, args.cold_runs, args.warmup = 100, 1, 20
     args.marks = [int(x) for x in str(args.marks).split(",")]
     meta = machine()
+    meta["bytecode"] = compile_tether()
     results = []
     work = Path(tempfile.mkdtemp(prefix="tether-bench-"))
     try:

@@ -25,13 +25,16 @@ def rolling_median(xs: list[float], k: int) -> list[float]:
 
 
 def draw(results: dict, out: Path) -> None:
-    fig, ax = plt.subplots(figsize=(9, 5.2), dpi=110)
+    fig, ax = plt.subplots(figsize=(11, 5.2), dpi=110)
     for s in results["systems"]:
         lat = (s.get("write") or {}).get("latencies_ms")
         if not lat:
             continue
         x = [2 * i for i in range(len(lat))]  # messages already stored before the turn
-        (line,) = ax.plot(x, rolling_median(lat, SMOOTH), label=s["label"], linewidth=1.6)
+        label = s["label"]
+        if not ((s.get("write") or {}).get("durability") or {}).get("strongest", True):
+            label += " (weaker durability)"
+        (line,) = ax.plot(x, rolling_median(lat, SMOOTH), label=label, linewidth=1.6)
         ax.scatter(x, lat, s=1.5, alpha=0.15, color=line.get_color(), linewidths=0)
     ax.set_yscale("log")
     ax.set_xlabel("history length (messages already in the thread)")
@@ -43,7 +46,7 @@ def draw(results: dict, out: Path) -> None:
         fontsize=9,
     )
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)

@@ -4,6 +4,7 @@
     python benchmarks/run.py --quick             # smoke run, well under a minute
     python benchmarks/run.py --systems sqlite_floor,langgraph_sqlite --turns 300
     python benchmarks/run.py --setup-peers       # only build benchmarks/.venv-peers
+    python benchmarks/run.py --render out/results.json [--update-readme]  # re-print a run
 
 Workload (messages of 200 bytes, see workload.py):
   (A) one thread, N turns (user + assistant), each durable before the next: median
@@ -445,6 +446,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--no-install", action="store_true", help="never build the peers venv")
     p.add_argument("--setup-peers", action="store_true", help="build the peers venv and exit")
     p.add_argument("--keep-data", action="store_true", help="keep the stores in out/work")
+    p.add_argument(
+        "--render",
+        metavar="JSON",
+        help="only re-print a saved results.json, redraw its chart (and, with "
+        "--update-readme, rewrite the README section from it)",
+    )
     args = p.parse_args(argv)
     q = args.quick
     args.turns = args.turns or (100 if q else 1000)
@@ -463,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
         py, why = peers_python(install=True)
         log(f"peers venv: {py}" if py else why)
         return 0 if py else 1
+    if args.render:
+        return render(Path(args.render), Path(args.out).resolve(), update=bool(args.update_readme))
     names = [n.strip() for n in args.systems.split(",") if n.strip()]
     unknown = [n for n in names if n not in REGISTRY]
     if unknown:
@@ -514,12 +523,23 @@ def main(argv: list[str] | None = None) -> int:
     }
     rj = out_dir / "results.json"
     rj.write_text(json.dumps(results, indent=1))
+    update = args.update_readme
+    if update is None:
+        full = not args.quick and names == ALL and args.turns == 1000
+        update = bool(os.environ.get("MAKELEVEL")) and full
+    report(results, rj, peers_py, update=update)
+    log(f"done in {results['meta']['elapsed_s']:.0f} s")
+    return 0
+
+
+def report(results: dict[str, Any], rj: Path, peers_py: Path | None, *, update: bool) -> None:
+    """Table and verdict on the terminal, the chart next to ``rj``, and the README."""
     print_table(results)
     print("\nWhere tether is slower, and why:")
     print("\n".join(verdict(results)) or "- (no tether system ran)")
     log(f"results: {rj}")
 
-    png = out_dir / "latency.png"
+    png = rj.parent / "latency.png"
     chart_py = peers_py or Path(sys.executable)
     r = subprocess.run(
         [str(chart_py), str(BENCH / "chart.py"), str(rj), str(png)],
@@ -531,10 +551,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         log(f"chart not drawn (matplotlib lives in the peers venv): {r.stderr.strip()[-300:]}")
 
-    update = args.update_readme
-    if update is None:
-        full = not args.quick and names == ALL and args.turns == 1000
-        update = bool(os.environ.get("MAKELEVEL")) and full
     if update:
         DOCS.mkdir(parents=True, exist_ok=True)
         if png.exists():
@@ -542,7 +558,18 @@ def main(argv: list[str] | None = None) -> int:
         (DOCS / "results.json").write_text(json.dumps(results, indent=1) + "\n")
         update_readme(markdown(results, "docs/bench/latency.png"))
         log(f"updated {README.relative_to(ROOT)} and {DOCS.relative_to(ROOT)}/")
-    log(f"done in {results['meta']['elapsed_s']:.0f} s")
+
+
+def render(path: Path, out_dir: Path, *, update: bool) -> int:
+    """Re-print a saved run (and redraw its chart, and rewrite the README with
+    --update-readme): the figures are the run's own, its date and command included."""
+    results = json.loads(path.read_text())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rj = out_dir / "results.json"
+    if rj.resolve() != path.resolve():
+        rj.write_text(json.dumps(results, indent=1))
+    py = PEERS_VENV / "bin" / "python"
+    report(results, rj, py if py.exists() else None, update=update)
     return 0
 
 

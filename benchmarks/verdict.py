@@ -109,14 +109,17 @@ def _why_bytes(t: dict[str, Any], p: dict[str, Any], turns: int) -> str:
     small = [k for k, v in tb.items() if v <= PAGE]
     small_b = sum(tb[k] for k in small) / turns
     main, main_b = max(pb.items(), key=lambda kv: kv[1])
-    p_small = sum(v for v in pb.values() if v <= PAGE) / turns
+    p_small = [k for k, v in pb.items() if v <= PAGE]
+    p_small_b = sum(pb[k] for k in p_small) / turns
+    p_rest = (sum(pb.values()) - main_b) / turns - p_small_b
     return (
         f"per turn, tether's node rows take {rows:.0f} B ({p['label']}'s `{main}`: "
-        f"{main_b / turns:.0f} B); the index of content ids, which makes appends idempotent "
-        f"and lookups by id indexed, {ids:.0f} B; its {len(small)} tables and indexes that "
-        f"hold almost nothing here (scopes, resource heads, schema version...) one "
-        f"{PAGE // 1024} KiB page each, {small_b:.0f} B per turn at {turns:,} turns "
-        f"({p_small:.0f} B for the peer's), a fixed cost that does not grow with history"
+        f"{main_b / turns:.0f} B); its index of content ids, which makes appends "
+        f"idempotent and lookups by id indexed, {ids:.0f} B (the peer's other indexes: "
+        f"{p_rest:.0f} B); and {len(small)} tables and indexes that hold almost nothing in "
+        f"this workload (scopes, resource heads, schema version...) take one {PAGE // 1024} "
+        f"KiB page each, {small_b:.0f} B per turn at {turns:,} turns (the peer's "
+        f"{len(p_small)}: {p_small_b:.0f} B), a fixed cost that does not grow with history"
     )
 
 

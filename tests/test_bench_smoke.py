@@ -140,3 +140,28 @@ def test_verdict_names_every_figure_where_tether_is_behind_a_peer_on_its_backend
     assert "TETHER_SQLITE** is ahead of every peer on its backend (PEER_SQLITE)" in "\n".join(
         verdict.section(results)
     )
+
+
+def test_render_reprints_a_saved_run_without_touching_the_readme(
+    run: ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# untouched\n")
+    monkeypatch.setattr(run, "README", readme)
+    monkeypatch.setattr(run, "PEERS_VENV", tmp_path / "no-venv")  # no matplotlib: no chart
+    saved = tmp_path / "saved.json"
+    floor = _system("sqlite_floor", "tether", "sqlite", a=0.2, b=5000, c=2.0, by=500)
+    floor["write"].update(durability={"setting": "WAL", "strongest": True}, latencies_ms=[0.2])
+    results = {
+        "meta": {"workload": {"turns": 100, "threads": 2, "threads_turns": 2}},
+        "systems": [floor],
+    }
+    saved.write_text(json.dumps(results))
+    assert run.main(["--render", str(saved), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "SQLITE_FLOOR" in out and "5000" in out and "Where tether is slower" in out
+    assert json.loads((tmp_path / "out" / "results.json").read_text()) == results
+    assert readme.read_text() == "# untouched\n"

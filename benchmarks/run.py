@@ -402,6 +402,12 @@ def markdown(results: dict[str, Any], chart: str) -> str:
         "",
         f"![write latency against history length]({chart})",
         "",
+        "In the SQLite lines, the step down a few hundred turns in is the WAL's first "
+        "automatic checkpoint (at 1,000 pages): until then every commit extends the WAL "
+        "file, and extending a file costs each fsync a metadata update; afterwards the WAL "
+        "is rewritten in place. Each system gets there after its own number of turns, as "
+        "each writes different pages per turn.",
+        "",
         *notes(results),
         "",
         "**Where tether is slower, and why.** Computed from this run: every figure where a "

@@ -397,3 +397,81 @@ async def test_bad_config_is_a_typed_error() -> None:
         await saver.aget_tuple({"configurable": {}})
     with pytest.raises(InvalidRequest):
         await saver.aprune(["t"], strategy="shred")
+
+
+# -- reusing unchanged elements ------------------------------------------------------
+
+
+async def _put_messages(saver: TetherSaver, msgs: list[Any], step: int) -> RunnableConfig:
+    cp = generate_checkpoint(
+        channel_values={"messages": msgs}, channel_versions={"messages": step + 1}
+    )
+    return await saver.aput(
+        generate_config("m"), cp, generate_metadata(step=step), {"messages": step + 1}
+    )
+
+
+async def _stored_messages(saver: TetherSaver, cfg: RunnableConfig) -> list[Any]:
+    got = await saver.aget_tuple(cfg)
+    assert got is not None
+    return list(got.checkpoint["channel_values"]["messages"])
+
+
+async def test_a_field_reassigned_in_place_is_stored() -> None:
+    saver = TetherSaver(MemoryStore())
+    msgs: list[Any] = [HumanMessage("hi", id="h0"), AIMessage("draft", id="a0")]
+    first = await _put_messages(saver, msgs, 0)
+    msgs[1].content = "final"  # the same object, a field replaced
+    msgs[0].id = "h0-renamed"
+    msgs[1].additional_kwargs = {"k": 1}
+    second = await _put_messages(saver, msgs, 1)
+    assert [m.content for m in await _stored_messages(saver, first)] == ["hi", "draft"]
+    got = await _stored_messages(saver, second)
+    assert [m.content for m in got] == ["hi", "final"]
+    assert got[0].id == "h0-renamed" and got[1].additional_kwargs == {"k": 1}
+    # a dict element changed in place, and one read back from the store then changed
+    loaded = await _stored_messages(saver, second)
+    loaded[1].content = "edited after reading"
+    rows: list[Any] = [{"a": 1}]
+    await _put_messages(saver, rows, 2)
+    rows[0]["a"] = 2
+    third = await _put_messages(saver, [*loaded, *rows], 3)
+    got = await _stored_messages(saver, third)
+    assert got[1].content == "edited after reading" and got[2] == {"a": 2}
+
+
+async def test_nested_in_place_mutation_needs_reuse_unchanged_off() -> None:
+    """The documented assumption: a change *inside* a field of an element already put
+    (no field reassigned) is not seen unless ``reuse_unchanged=False``."""
+    for reuse in (True, False):
+        saver = TetherSaver(MemoryStore(), reuse_unchanged=reuse)
+        msgs: list[Any] = [AIMessage("x", id="a0", additional_kwargs={"k": [1]})]
+        await _put_messages(saver, msgs, 0)
+        msgs[0].additional_kwargs["k"].append(2)
+        cfg = await _put_messages(saver, msgs, 1)
+        got = await _stored_messages(saver, cfg)
+        assert got[0].additional_kwargs == ({"k": [1]} if reuse else {"k": [1, 2]})
+
+
+async def test_unchanged_elements_are_not_serialized_again() -> None:
+    saver = TetherSaver(MemoryStore())
+    graph = _graph(saver, _replies(30))
+    config: RunnableConfig = {"configurable": {"thread_id": "fast"}}
+    for i in range(20):
+        await graph.ainvoke({"messages": [HumanMessage(f"q{i}")]}, config)
+    calls = 0
+    original = saver._element
+
+    def counting(value: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return original(value)
+
+    saver._element = counting  # type: ignore[method-assign]
+    for i in range(20, 25):
+        await graph.ainvoke({"messages": [HumanMessage(f"q{i}")]}, config)
+    # 5 turns x 2 new messages (each serialized once for the checkpoint; the writes
+    # hold the same objects), against ~45 elements per put if the history were redone
+    assert calls <= 5 * 2 * 2, calls
+    state = await graph.aget_state(config)
+    assert [m.content for m in state.values["messages"]][::2][-3:] == ["q22", "q23", "q24"]

@@ -148,6 +148,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
         llm: str = "agent",
         serde: SerializerProtocol | None = None,
         loop: Any = None,
+        reuse_unchanged: bool = True,
     ) -> None:
         super().__init__(serde=serde)
         self.store = store
@@ -158,6 +159,15 @@ class TetherSaver(BaseCheckpointSaver[str]):
         self._trees = TreeBuilder()
         # serialized element -> its planned node (the id costs a canonical-JSON hash)
         self._elements: LRU[bytes, Planned] = LRU(200_000)
+        # id(element) -> (the element, a shallow snapshot of it, its planned node):
+        # lets a put skip serializing list elements it already encoded, so its cost
+        # follows the new messages, not the history. The entry holds the element, so
+        # its id cannot be reused by another object while the entry lives. The
+        # snapshot catches a field reassigned in place (``msg.content = "..."``), not
+        # a mutation deeper inside a field; ``reuse_unchanged=False`` serializes every
+        # element at every put instead (docs/adapters.md).
+        self._reuse = reuse_unchanged
+        self._by_obj: LRU[int, tuple[Any, Any, Planned]] = LRU(100_000)
         # scope -> (generation, ids known to be stored): sound because a scope only
         # loses nodes through a reset, which bumps its generation.
         self._known: LRU[str, tuple[int, set[str]]] = LRU(1024)
@@ -345,10 +355,37 @@ class TetherSaver(BaseCheckpointSaver[str]):
             self._elements.put(digest, planned)
         return planned
 
+    def _reused_element(self, value: Any) -> Planned:
+        """``_element``, skipping the serialization of an element seen unchanged before."""
+        snap = _snapshot(value)
+        if snap is None:  # nothing cheap to compare (a scalar, a slotted object)
+            return self._element(value)
+        key = id(value)
+        hit = self._by_obj.get(key)
+        if hit is not None and hit[0] is value and _same_fields(hit[1], snap):
+            return hit[2]
+        planned = self._element(value)
+        self._by_obj.put(key, (value, snap, planned))
+        return planned
+
+    def _decoded_element(self, node: CausalNode) -> Any:
+        """A stored element's value; remembered as that node, so that putting it back
+        unchanged (LangGraph's next step reuses the objects it read) costs nothing."""
+        value = decode_content(self.serde, node.payload["v"])
+        if self._reuse:
+            snap = _snapshot(value)
+            if snap is not None:
+                planned = Planned(
+                    id=node.id, kind=node.kind, payload=node.payload, parents=tuple(node.parents)
+                )
+                self._by_obj.put(id(value), (value, snap, planned))
+        return value
+
     def _encode(self, value: Any) -> tuple[dict[str, Any], builtins.list[Planned]]:
         """(reference stored in the checkpoint or write, nodes the reference needs)."""
         if type(value) is list:
-            elements = [self._element(x) for x in value]
+            one = self._reused_element if self._reuse else self._element
+            elements = [one(x) for x in value]
             root, tree = self._trees.build([p.id for p in elements])
             return {"l": root, "n": len(elements)}, dedupe([*elements, *tree])
         if is_json_scalar(value) and (type(value) is not str or len(value) <= _INLINE_STR):
@@ -383,7 +420,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
         def expand(nid: str) -> builtins.list[Any]:
             p = nodes[nid].payload
             if p["lvl"] == 0:
-                return [decode_content(self.serde, nodes[i].payload["v"]) for i in p["items"]]
+                return [self._decoded_element(nodes[i]) for i in p["items"]]
             return [x for child in p["items"] for x in expand(child)]
 
         out: builtins.list[Any] = []
@@ -886,6 +923,33 @@ class TetherSaver(BaseCheckpointSaver[str]):
             remap[n.id] = node.id
             added.append(node.id)
         return generation, added, remap
+
+
+def _snapshot(value: Any) -> Any:
+    """A shallow copy of an element's fields, or None when there is no cheap one.
+
+    Equal snapshots mean no field was reassigned or added (values compare by
+    identity first, so an unchanged element costs one pointer check per field).
+    A field's own contents are not copied: mutating ``msg.additional_kwargs`` or
+    a list inside ``content`` in place goes unseen (the documented assumption).
+    """
+    t = type(value)
+    if t is dict:
+        return dict(value)
+    if t is list or t is tuple or is_json_scalar(value):
+        return None
+    fields = getattr(value, "__dict__", None)
+    if type(fields) is not dict:
+        return None
+    extra = getattr(value, "__pydantic_extra__", None)
+    return (dict(fields), dict(extra) if type(extra) is dict else None)
+
+
+def _same_fields(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # a field whose == is not a bool (an array): treat as changed
+        return False
 
 
 def _version_of(saver: TetherSaver, node: CausalNode, channel: str) -> Any:

@@ -26,7 +26,9 @@ How a LangGraph thread maps onto tether (docs/adapters.md has the whole story):
   LangChain messages become conversation nodes (``goal`` for a human message,
   ``inference`` for an AI message, ``tool_result`` for a tool message) so
   tether's views and inspector read them; the exact serialized message rides
-  along in the payload (``v``).
+  along in the payload (``v``). A put serializes only elements it has not seen
+  as the same, unchanged object (``reuse_unchanged``; docs/adapters.md says what
+  that assumes), so its cost follows the new messages.
 * Pending writes are nodes under ``lgw:<ns>;<checkpoint id>``.
 * ``delete_thread`` and ``prune(strategy="delete")`` reset the thread scope
   (the nodes are gone). ``delete_for_runs`` and ``prune("keep_latest")`` hide

@@ -440,38 +440,86 @@ async def test_a_field_reassigned_in_place_is_stored() -> None:
     assert got[1].content == "edited after reading" and got[2] == {"a": 2}
 
 
-async def test_nested_in_place_mutation_needs_reuse_unchanged_off() -> None:
-    """The documented assumption: a change *inside* a field of an element already put
-    (no field reassigned) is not seen unless ``reuse_unchanged=False``."""
-    for reuse in (True, False):
-        saver = TetherSaver(MemoryStore(), reuse_unchanged=reuse)
-        msgs: list[Any] = [AIMessage("x", id="a0", additional_kwargs={"k": [1]})]
-        await _put_messages(saver, msgs, 0)
-        msgs[0].additional_kwargs["k"].append(2)
-        cfg = await _put_messages(saver, msgs, 1)
-        got = await _stored_messages(saver, cfg)
-        assert got[0].additional_kwargs == ({"k": [1]} if reuse else {"k": [1, 2]})
+async def test_a_nested_in_place_mutation_is_stored() -> None:
+    """A change deep inside an element already put (no field reassigned) is stored."""
+    saver = TetherSaver(MemoryStore())
+    msgs: list[Any] = [AIMessage("x", id="a0", additional_kwargs={"k": [1]})]
+    await _put_messages(saver, msgs, 0)
+    msgs[0].additional_kwargs["k"].append(2)
+    cfg = await _put_messages(saver, msgs, 1)
+    got = await _stored_messages(saver, cfg)
+    assert got[0].additional_kwargs == {"k": [1, 2]}
 
 
-async def test_unchanged_elements_are_not_serialized_again() -> None:
+def _tool_graph(saver: BaseCheckpointSaver[Any]) -> Any:
+    def agent(state: MessagesState) -> dict[str, Any]:
+        call = {"id": "call-1", "name": "search", "args": {"query": "old"}}
+        return {"messages": [AIMessage("", id="ai-1", tool_calls=[call])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    return builder.compile(checkpointer=saver)
+
+
+@pytest.mark.parametrize("route", ["async", "sync"])
+async def test_an_edit_made_in_place_survives_update_state(route: str, tmp_path: Path) -> None:
+    """LangGraph's own tests edit a message in place and put it back with update_state:
+    ``get_state`` must show the edit (as InMemorySaver and SqliteSaver do)."""
+    config: RunnableConfig = {"configurable": {"thread_id": "edit"}}
+    url = f"sqlite:///{tmp_path / 'edit.db'}"
+    if route == "async":
+        async with await TetherSaver.afrom_url(url) as saver:
+            graph = _tool_graph(saver)
+            await graph.ainvoke({"messages": [HumanMessage("find it")]}, config)
+            last = (await graph.aget_state(config)).values["messages"][-1]
+            last.tool_calls[0]["args"]["query"] = "new"
+            await graph.aupdate_state(config, {"messages": last})
+            got = (await graph.aget_state(config)).values["messages"]
+    else:
+
+        def run() -> list[Any]:
+            with TetherSaver.from_url(url) as saver:
+                graph = _tool_graph(saver)
+                graph.invoke({"messages": [HumanMessage("find it")]}, config)
+                last = graph.get_state(config).values["messages"][-1]
+                last.tool_calls[0]["args"]["query"] = "new"
+                graph.update_state(config, {"messages": last})
+                return list(graph.get_state(config).values["messages"])
+
+        got = await asyncio.to_thread(run)
+    assert len(got) == 2
+    assert got[-1].tool_calls[0]["args"] == {"query": "new"}
+    # and the stored conversation node says so too
+    store = await open_store(url)
+    try:
+        nodes = await store.nodes("default", "thread:edit")
+        calls = [n.payload["tool_calls"] for n in nodes if n.kind == "inference"]
+        assert [c[0]["arguments"] for c in calls] == [{"query": "old"}, {"query": "new"}]
+    finally:
+        await store.close()
+
+
+async def test_unchanged_elements_are_not_planned_again() -> None:
     saver = TetherSaver(MemoryStore())
     graph = _graph(saver, _replies(30))
     config: RunnableConfig = {"configurable": {"thread_id": "fast"}}
     for i in range(20):
         await graph.ainvoke({"messages": [HumanMessage(f"q{i}")]}, config)
     calls = 0
-    original = saver._element
+    original = saver._planned_element
 
-    def counting(value: Any) -> Any:
+    def counting(value: Any, v: Any) -> Any:
         nonlocal calls
         calls += 1
-        return original(value)
+        return original(value, v)
 
-    saver._element = counting  # type: ignore[method-assign]
+    saver._planned_element = counting  # type: ignore[method-assign]
     for i in range(20, 25):
         await graph.ainvoke({"messages": [HumanMessage(f"q{i}")]}, config)
-    # 5 turns x 2 new messages (each serialized once for the checkpoint; the writes
-    # hold the same objects), against ~45 elements per put if the history were redone
-    assert calls <= 5 * 2 * 2, calls
+    # 5 turns x 2 new messages: only elements whose bytes are new get a node
+    # planned, against ~45 elements per put if the history were redone
+    assert calls <= 5 * 2, calls
     state = await graph.aget_state(config)
     assert [m.content for m in state.values["messages"]][::2][-3:] == ["q22", "q23", "q24"]

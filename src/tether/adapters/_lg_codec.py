@@ -150,3 +150,106 @@ def message_fields(value: Any, llm: str) -> tuple[str, dict[str, Any]]:
             "is_error": getattr(value, "status", None) == "error",
         }
     return "resource", {"role": mtype, "content": text}
+
+
+# -- whole lists in one serializer call -------------------------------------------
+#
+# LangGraph's serializer (JsonPlusSerializer) writes a list as a msgpack array, and
+# msgpack is context-free: the bytes of element i inside the array are exactly the
+# bytes the serializer writes for that element alone. So a put serializes the whole
+# list in one C call (what LangGraph's own savers do) and cuts it into elements,
+# and a read joins the stored elements under an array header and decodes them in
+# one call. Serializers whose output is not plain msgpack (encrypted, pickle) take
+# the per-element path instead.
+
+# bytes that follow the type byte, for the fixed-size msgpack forms
+_FIXED: dict[int, int] = {
+    0xC0: 0, 0xC2: 0, 0xC3: 0,
+    0xCA: 4, 0xCB: 8,
+    0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8,
+    0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8,
+    0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17,
+}  # fmt: skip
+# (bytes of the length field, extra bytes after it) for the variable-size forms
+_SIZED: dict[int, tuple[int, int]] = {
+    0xC4: (1, 0), 0xC5: (2, 0), 0xC6: (4, 0),  # bin
+    0xC7: (1, 1), 0xC8: (2, 1), 0xC9: (4, 1),  # ext: a type byte follows the length
+    0xD9: (1, 0), 0xDA: (2, 0), 0xDB: (4, 0),  # str
+}  # fmt: skip
+
+
+def _skip(b: bytes, pos: int) -> int:
+    """The offset just past the msgpack object at ``pos`` (ValueError if malformed)."""
+    pending = 1
+    n = len(b)
+    while pending:
+        if pos >= n:
+            raise ValueError("truncated msgpack")
+        pending -= 1
+        c = b[pos]
+        if c <= 0x7F or c >= 0xE0:  # fixint
+            pos += 1
+        elif c <= 0x8F:  # fixmap
+            pending += 2 * (c & 0x0F)
+            pos += 1
+        elif c <= 0x9F:  # fixarray
+            pending += c & 0x0F
+            pos += 1
+        elif c <= 0xBF:  # fixstr
+            pos += 1 + (c & 0x1F)
+        elif c in _FIXED:
+            pos += 1 + _FIXED[c]
+        elif c in _SIZED:
+            w, extra = _SIZED[c]
+            pos += 1 + w + extra + int.from_bytes(b[pos + 1 : pos + 1 + w], "big")
+        elif c in (0xDC, 0xDD):  # array16/32
+            w = 2 if c == 0xDC else 4
+            pending += int.from_bytes(b[pos + 1 : pos + 1 + w], "big")
+            pos += 1 + w
+        elif c in (0xDE, 0xDF):  # map16/32
+            w = 2 if c == 0xDE else 4
+            pending += 2 * int.from_bytes(b[pos + 1 : pos + 1 + w], "big")
+            pos += 1 + w
+        else:
+            raise ValueError(f"bad msgpack byte {c:#x}")
+    if pos > n:
+        raise ValueError("truncated msgpack")
+    return pos
+
+
+def split_array(b: bytes, n: int) -> list[bytes] | None:
+    """The encoded elements of a msgpack array of ``n`` elements, or None if ``b`` is not one."""
+    if not b:
+        return None
+    c = b[0]
+    if 0x90 <= c <= 0x9F:
+        count, pos = c & 0x0F, 1
+    elif c == 0xDC and len(b) >= 3:
+        count, pos = int.from_bytes(b[1:3], "big"), 3
+    elif c == 0xDD and len(b) >= 5:
+        count, pos = int.from_bytes(b[1:5], "big"), 5
+    else:
+        return None
+    if count != n:
+        return None
+    out: list[bytes] = []
+    try:
+        for _ in range(count):
+            end = _skip(b, pos)
+            out.append(b[pos:end])
+            pos = end
+    except (ValueError, IndexError):
+        return None
+    return out if pos == len(b) else None
+
+
+def join_array(parts: list[bytes]) -> bytes:
+    """A msgpack array of already-encoded elements (the inverse of ``split_array``)."""
+    n = len(parts)
+    if n < 16:
+        head = bytes([0x90 | n])
+    elif n < 1 << 16:
+        head = b"\xdc" + n.to_bytes(2, "big")
+    else:
+        head = b"\xdd" + n.to_bytes(4, "big")
+    return head + b"".join(parts)

@@ -71,6 +71,33 @@ class LRU(Generic[K, V]):
         return len(self._d)
 
 
+class ByteLRU(Generic[K]):
+    """An LRU of byte strings bounded by their total size (large values, few entries)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.total = 0
+        self._d: OrderedDict[K, bytes] = OrderedDict()
+
+    def get(self, key: K) -> bytes | None:
+        v = self._d.get(key)
+        if v is not None:
+            self._d.move_to_end(key)
+        return v
+
+    def put(self, key: K, value: bytes) -> None:
+        if len(value) > self.max_bytes:
+            return
+        old = self._d.pop(key, None)
+        if old is not None:
+            self.total -= len(old)
+        self._d[key] = value
+        self.total += len(value)
+        while self.total > self.max_bytes:
+            _, dropped = self._d.popitem(last=False)
+            self.total -= len(dropped)
+
+
 def is_json_scalar(v: Any) -> bool:
     """A value whose JSON form is exact and whose canonical hash cannot collide with another.
 
@@ -114,16 +141,17 @@ class TreeBuilder:
     """Builds the canonical seq tree of a list of element ids, caching node ids."""
 
     def __init__(self, cache_size: int = 100_000) -> None:
-        self._ids: LRU[tuple[int, tuple[str, ...]], str] = LRU(cache_size)
+        self._nodes: LRU[tuple[int, tuple[str, ...]], Planned] = LRU(cache_size)
 
     def _node(self, level: int, items: tuple[str, ...]) -> Planned:
-        parents = tuple(sorted(set(items)))
-        payload = seq_payload(level, items)
-        nid = self._ids.get((level, items))
-        if nid is None:
+        planned = self._nodes.get((level, items))
+        if planned is None:
+            parents = tuple(sorted(set(items)))
+            payload = seq_payload(level, items)
             nid = node_id("resource", parents, payload)
-            self._ids.put((level, items), nid)
-        return Planned(id=nid, kind="resource", payload=payload, parents=parents)
+            planned = Planned(id=nid, kind="resource", payload=payload, parents=parents)
+            self._nodes.put((level, items), planned)
+        return planned
 
     def build(self, element_ids: Sequence[str]) -> tuple[str | None, list[Planned]]:
         """Return (root id, every seq node bottom-up); (None, []) for an empty list."""

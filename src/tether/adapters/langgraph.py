@@ -26,9 +26,9 @@ How a LangGraph thread maps onto tether (docs/adapters.md has the whole story):
   LangChain messages become conversation nodes (``goal`` for a human message,
   ``inference`` for an AI message, ``tool_result`` for a tool message) so
   tether's views and inspector read them; the exact serialized message rides
-  along in the payload (``v``). A put serializes only elements it has not seen
-  as the same, unchanged object (``reuse_unchanged``; docs/adapters.md says what
-  that assumes), so its cost follows the new messages.
+  along in the payload (``v``). A put serializes the whole list in one call, as
+  LangGraph's savers do (so edits made in place are stored), and stores only
+  the elements whose bytes are new; a read decodes the list in one call.
 * Pending writes are nodes under ``lgw:<ns>;<checkpoint id>``.
 * ``delete_thread`` and ``prune(strategy="delete")`` reset the thread scope
   (the nodes are gone). ``delete_for_runs`` and ``prune("keep_latest")`` hide
@@ -43,6 +43,7 @@ was made inside one, else a private loop thread the saver owns.
 
 from __future__ import annotations
 
+import base64
 import builtins
 import hashlib
 import random
@@ -74,14 +75,16 @@ from ._lg_codec import (
     content,
     decode_content,
     identify,
+    join_array,
     message_fields,
     pack,
     ref_ids,
+    split_array,
     stored_form,
     unpack,
 )
 from ._sync import LoopBridge
-from ._values import LRU, Planned, TreeBuilder, dedupe, is_json_scalar
+from ._values import LRU, ByteLRU, Planned, TreeBuilder, dedupe, is_json_scalar
 
 __all__ = ["TetherSaver"]
 
@@ -150,7 +153,6 @@ class TetherSaver(BaseCheckpointSaver[str]):
         llm: str = "agent",
         serde: SerializerProtocol | None = None,
         loop: Any = None,
-        reuse_unchanged: bool = True,
     ) -> None:
         super().__init__(serde=serde)
         self.store = store
@@ -160,16 +162,14 @@ class TetherSaver(BaseCheckpointSaver[str]):
         self._owns_store = False
         self._trees = TreeBuilder()
         # serialized element -> its planned node (the id costs a canonical-JSON hash)
-        self._elements: LRU[bytes, Planned] = LRU(200_000)
-        # id(element) -> (the element, a shallow snapshot of it, its planned node):
-        # lets a put skip serializing list elements it already encoded, so its cost
-        # follows the new messages, not the history. The entry holds the element, so
-        # its id cannot be reused by another object while the entry lives. The
-        # snapshot catches a field reassigned in place (``msg.content = "..."``), not
-        # a mutation deeper inside a field; ``reuse_unchanged=False`` serializes every
-        # element at every put instead (docs/adapters.md).
-        self._reuse = reuse_unchanged
-        self._by_obj: LRU[int, tuple[Any, Any, Planned]] = LRU(100_000)
+        self._elements: LRU[bytes, Planned] = LRU(50_000)
+        # msgpack bytes of a list element (cut from the whole list) -> its planned node
+        self._parts: LRU[bytes, Planned] = LRU(50_000)
+        # seq tree root id -> the whole list as one msgpack array: a read of a list
+        # this saver put or read decodes it in one serializer call, no node reads.
+        # Bytes, never objects: every read returns fresh objects, as LangGraph's
+        # savers do, since graphs mutate the state they are given.
+        self._lists: ByteLRU[str] = ByteLRU(64 << 20)
         # scope -> (generation, ids known to be stored): sound because a scope only
         # loses nodes through a reset, which bumps its generation.
         self._known: LRU[str, tuple[int, set[str]]] = LRU(1024)
@@ -334,61 +334,61 @@ class TetherSaver(BaseCheckpointSaver[str]):
 
     # -- encoding values -----------------------------------------------------------
 
+    def _planned_element(self, value: Any, v: dict[str, Any]) -> Planned:
+        kind, fields = message_fields(value, self.llm)
+        payload = {**fields, "lg": "el", "v": v}
+        try:
+            nid = node_id(kind, (), payload)
+        except Exception:
+            # Readable fields that are not valid JSON (a NaN in tool arguments):
+            # keep the element exact, drop the projection.
+            kind, payload = "resource", {"lg": "el", "v": v}
+            nid = node_id(kind, (), payload)
+        return Planned(id=nid, kind=kind, payload=payload, parents=())
+
     def _element(self, value: Any) -> Planned:
-        # Every element of a list is serialized at every step (as LangGraph's own
-        # savers do); only the base64 form and the canonical-JSON id are cached.
+        """One element serialized on its own (serializers whose output cannot be cut)."""
         t, b = identify(self.serde, value)
         digest = hashlib.sha256(
             b"el\0" + self.llm.encode() + b"\0" + (t or "j").encode() + b"\0" + b
         ).digest()
         planned = self._elements.get(digest)
         if planned is None:
-            v = stored_form(t, b, value)
-            kind, fields = message_fields(value, self.llm)
-            payload = {**fields, "lg": "el", "v": v}
-            try:
-                nid = node_id(kind, (), payload)
-            except Exception:
-                # Readable fields that are not valid JSON (a NaN in tool arguments):
-                # keep the element exact, drop the projection.
-                kind, payload = "resource", {"lg": "el", "v": v}
-                nid = node_id(kind, (), payload)
-            planned = Planned(id=nid, kind=kind, payload=payload, parents=())
+            planned = self._planned_element(value, stored_form(t, b, value))
             self._elements.put(digest, planned)
         return planned
 
-    def _reused_element(self, value: Any) -> Planned:
-        """``_element``, skipping the serialization of an element seen unchanged before."""
-        snap = _snapshot(value)
-        if snap is None:  # nothing cheap to compare (a scalar, a slotted object)
-            return self._element(value)
-        key = id(value)
-        hit = self._by_obj.get(key)
-        if hit is not None and hit[0] is value and _same_fields(hit[1], snap):
-            return hit[2]
-        planned = self._element(value)
-        self._by_obj.put(key, (value, snap, planned))
-        return planned
+    def _list(self, value: builtins.list[Any]) -> tuple[builtins.list[Planned], bytes | None]:
+        """The element nodes of a list, and the list as one msgpack array when it is one.
 
-    def _decoded_element(self, node: CausalNode) -> Any:
-        """A stored element's value; remembered as that node, so that putting it back
-        unchanged (LangGraph's next step reuses the objects it read) costs nothing."""
-        value = decode_content(self.serde, node.payload["v"])
-        if self._reuse:
-            snap = _snapshot(value)
-            if snap is not None:
-                planned = Planned(
-                    id=node.id, kind=node.kind, payload=node.payload, parents=tuple(node.parents)
-                )
-                self._by_obj.put(id(value), (value, snap, planned))
-        return value
+        Every element is serialized at every put, as LangGraph's own savers do: what
+        is stored is what the serializer sees now, edits made in place included.
+        The whole list goes through the serializer in one call and is cut into its
+        elements (``split_array``); only the node of an element whose bytes were
+        seen before is reused.
+        """
+        t, b = self.serde.dumps_typed(value)
+        parts = split_array(b, len(value)) if t == "msgpack" else None
+        if parts is None:
+            return [self._element(x) for x in value], None
+        out: builtins.list[Planned] = []
+        cache = self._parts
+        for x, part in zip(value, parts, strict=True):
+            planned = cache.get(part)
+            if planned is None:
+                v = {"s": "msgpack", "b": base64.b64encode(part).decode("ascii")}
+                planned = self._planned_element(x, v)
+                cache.put(part, planned)
+            out.append(planned)
+        return out, b
 
     def _encode(self, value: Any) -> tuple[dict[str, Any], builtins.list[Planned]]:
         """(reference stored in the checkpoint or write, nodes the reference needs)."""
         if type(value) is list:
-            one = self._reused_element if self._reuse else self._element
-            elements = [one(x) for x in value]
+            elements, whole = self._list(value)
             root, tree = self._trees.build([p.id for p in elements])
+            if root is not None and whole is not None:
+                self._lists.put(root, whole)
             return {"l": root, "n": len(elements)}, dedupe([*elements, *tree])
         if is_json_scalar(value) and (type(value) is not str or len(value) <= _INLINE_STR):
             return {"j": value}, []
@@ -398,9 +398,23 @@ class TetherSaver(BaseCheckpointSaver[str]):
         return {"b": nid}, [Planned(id=nid, kind="resource", payload=payload, parents=())]
 
     async def _resolve(self, scope: str, refs: Sequence[dict[str, Any]]) -> builtins.list[Any]:
-        """Values of references, fetching every tree level in one batched read."""
+        """Values of references, fetching every tree level in one batched read.
+
+        A list whose bytes this saver holds (it put or read it before) costs one
+        serializer call and no read.
+        """
         nodes: dict[str, CausalNode] = {}
-        want = {i for r in refs for i in ref_ids(r)}
+        cached: dict[str, bytes] = {}
+        want: set[str] = set()
+        for r in refs:
+            if "b" in r:
+                want.add(r["b"])
+            elif r.get("l"):
+                whole = self._lists.get(r["l"])
+                if whole is None:
+                    want.add(r["l"])
+                else:
+                    cached[r["l"]] = whole
         while want:
             got = await self.store.get_nodes(self.namespace, scope, sorted(want))
             missing = want - set(got)
@@ -419,11 +433,27 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 if i not in nodes
             }
 
-        def expand(nid: str) -> builtins.list[Any]:
+        def leaves(nid: str, into: builtins.list[dict[str, Any]]) -> None:
             p = nodes[nid].payload
             if p["lvl"] == 0:
-                return [self._decoded_element(nodes[i]) for i in p["items"]]
-            return [x for child in p["items"] for x in expand(child)]
+                into.extend(nodes[i].payload["v"] for i in p["items"])
+            else:
+                for child in p["items"]:
+                    leaves(child, into)
+
+        def load_list(root: str) -> builtins.list[Any]:
+            whole = cached.get(root)
+            if whole is None:
+                vs: builtins.list[dict[str, Any]] = []
+                leaves(root, vs)
+                if not all(v.get("s") == "msgpack" for v in vs):
+                    return [decode_content(self.serde, v) for v in vs]
+                whole = join_array([base64.b64decode(v["b"]) for v in vs])
+                self._lists.put(root, whole)
+            value = self.serde.loads_typed(("msgpack", whole))
+            if type(value) is not list:
+                raise StoreError(f"list node {root} did not decode to a list", scope=scope)
+            return value
 
         out: builtins.list[Any] = []
         for r in refs:
@@ -432,7 +462,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
             elif "b" in r:
                 out.append(decode_content(self.serde, nodes[r["b"]].payload["v"]))
             else:
-                out.append(expand(r["l"]) if r.get("l") else [])
+                out.append(load_list(r["l"]) if r.get("l") else [])
         return out
 
     # -- reading -------------------------------------------------------------------
@@ -925,33 +955,6 @@ class TetherSaver(BaseCheckpointSaver[str]):
             remap[n.id] = node.id
             added.append(node.id)
         return generation, added, remap
-
-
-def _snapshot(value: Any) -> Any:
-    """A shallow copy of an element's fields, or None when there is no cheap one.
-
-    Equal snapshots mean no field was reassigned or added (values compare by
-    identity first, so an unchanged element costs one pointer check per field).
-    A field's own contents are not copied: mutating ``msg.additional_kwargs`` or
-    a list inside ``content`` in place goes unseen (the documented assumption).
-    """
-    t = type(value)
-    if t is dict:
-        return dict(value)
-    if t is list or t is tuple or is_json_scalar(value):
-        return None
-    fields = getattr(value, "__dict__", None)
-    if type(fields) is not dict:
-        return None
-    extra = getattr(value, "__pydantic_extra__", None)
-    return (dict(fields), dict(extra) if type(extra) is dict else None)
-
-
-def _same_fields(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # a field whose == is not a bool (an array): treat as changed
-        return False
 
 
 def _version_of(saver: TetherSaver, node: CausalNode, channel: str) -> Any:

@@ -523,3 +523,47 @@ async def test_unchanged_elements_are_not_planned_again() -> None:
     assert calls <= 5 * 2, calls
     state = await graph.aget_state(config)
     assert [m.content for m in state.values["messages"]][::2][-3:] == ["q22", "q23", "q24"]
+
+
+# -- event loops and threads -----------------------------------------------------------
+
+
+async def test_from_url_inside_a_running_loop_and_close_from_it(tmp_path: Path) -> None:
+    """A notebook cell or async code may call from_url and close() on a thread that
+    runs a loop: both work, async and sync methods included, and the private loop stops."""
+    config: RunnableConfig = {"configurable": {"thread_id": "nb"}}
+    saver = TetherSaver.from_url(f"sqlite:///{tmp_path / 'nb.db'}")
+    try:
+        graph = _graph(saver, _replies(2))
+        await graph.ainvoke({"messages": [HumanMessage("q0")]}, config)
+        got = saver.get_tuple(config)  # a sync method on this loop's thread: no deadlock
+        assert got is not None and len(got.checkpoint["channel_values"]["messages"]) == 2
+        assert saver._bridge.owns_loop
+    finally:
+        saver.close()
+    assert not saver._bridge.owns_loop
+
+
+def test_sync_calls_run_in_the_callers_thread(tmp_path: Path) -> None:
+    """memory:// and SQLite belong to no loop: a sync put commits in the calling thread
+    (no hop to the saver's loop thread), and still round-trips."""
+    import threading
+
+    for url in ("memory://", f"sqlite:///{tmp_path / 'inline.db'}"):
+        with TetherSaver.from_url(url) as saver:
+            seen: list[threading.Thread] = []
+            commit = saver.store.commit
+
+            async def spy(*a: Any, _commit: Any = commit, _seen: Any = seen, **kw: Any) -> Any:
+                _seen.append(threading.current_thread())
+                return await _commit(*a, **kw)
+
+            saver.store.commit = spy  # type: ignore[method-assign]
+            msgs = [HumanMessage("hi", id="h")]
+            cp = generate_checkpoint(
+                channel_values={"messages": msgs}, channel_versions={"messages": 1}
+            )
+            cfg = saver.put(generate_config("t"), cp, generate_metadata(), {"messages": 1})
+            assert seen == [threading.current_thread()]
+            got = saver.get_tuple(cfg)
+            assert got is not None and got.checkpoint["channel_values"]["messages"] == msgs

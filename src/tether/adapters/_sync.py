@@ -12,9 +12,19 @@ call to the store's *home* loop:
   the result. Blocking the home loop's own thread would deadlock, so that case
   raises and says to use the async method.
 
-With no home loop given, the bridge starts a private loop in a daemon thread
-(the reverse of LangGraph's ``AsyncPostgresSaver``, which runs sync methods
-from a thread against an async connection).
+With no home loop given (or ``private=True``), the bridge starts a private loop
+in a daemon thread (the reverse of LangGraph's ``AsyncPostgresSaver``, which
+runs sync methods from a thread against an async connection).
+
+``inline=True`` is for stores that belong to no loop (SQLite served inline,
+memory) and that the adapter alone uses: a synchronous call then runs the
+coroutine in the caller's own thread, with no thread hop (on a busy machine a
+hop costs a scheduler wake-up per call, often more than the work itself). Such
+a coroutine never suspends unless it must wait (a locked SQLite file, a
+conflict backoff); then it is abandoned before anything was committed and run
+again on the private loop, so ``run_sync(..., rerun_safe=False)`` opts out for
+calls that commit more than once. Every call of an inline bridge, inline or on
+the private loop, holds one lock, so the store sees one call at a time.
 """
 
 from __future__ import annotations
@@ -39,8 +49,14 @@ _SYNC_IN_LOOP = (
 class LoopBridge:
     """Sends coroutines to one home event loop, from async or sync callers."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        if loop is None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        private: bool = False,
+        inline: bool = False,
+    ) -> None:
+        if loop is None and not (private or inline):
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
@@ -48,6 +64,8 @@ class LoopBridge:
         self._loop = loop
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self.inline = inline
+        self._mutex = threading.Lock()  # inline bridges: one store call at a time
 
     @property
     def owns_loop(self) -> bool:
@@ -77,19 +95,38 @@ class LoopBridge:
         except RuntimeError:
             return False
 
+    def _guarded(self, make: Callable[[], Coroutine[Any, Any, T]]) -> Coroutine[Any, Any, T]:
+        """``make()``, holding the inline bridge's lock while it runs (on the home loop)."""
+        if not self.inline:
+            return make()
+
+        async def locked() -> T:
+            with self._mutex:
+                return await make()
+
+        return locked()
+
     async def run(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """Await ``make()`` on the home loop, from any loop."""
         loop = self._home()
         if self._on_home(loop):
-            return await make()
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(make(), loop))
+            return await self._guarded(make)
+        return await asyncio.wrap_future(
+            asyncio.run_coroutine_threadsafe(self._guarded(make), loop)
+        )
 
-    def run_sync(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        """Run ``make()`` on the home loop and block until it is done."""
+    def run_sync(self, make: Callable[[], Coroutine[Any, Any, T]], *, rerun_safe: bool = True) -> T:
+        """Run ``make()`` and block until it is done: inline when the bridge allows it
+        and the thread runs no loop, else on the home loop."""
+        if self.inline and rerun_safe and not _loop_running():
+            with self._mutex:
+                done, value = _drive(make())
+            if done:
+                return value  # type: ignore[no-any-return]
         loop = self._home()
         if self._on_home(loop):
             raise InvalidRequest(_SYNC_IN_LOOP)
-        return asyncio.run_coroutine_threadsafe(make(), loop).result()
+        return asyncio.run_coroutine_threadsafe(self._guarded(make), loop).result()
 
     async def iterate(self, agen: AsyncIterator[T]) -> AsyncIterator[T]:
         """Iterate an async generator that must run on the home loop, from any loop."""
@@ -101,7 +138,7 @@ class LoopBridge:
         try:
             while True:
                 more, item = await asyncio.wrap_future(
-                    asyncio.run_coroutine_threadsafe(_anext(agen), loop)
+                    asyncio.run_coroutine_threadsafe(self._guarded(lambda: _anext(agen)), loop)
                 )
                 if not more:
                     return
@@ -117,7 +154,7 @@ class LoopBridge:
         try:
             while True:
                 fut: concurrent.futures.Future[tuple[bool, Any]] = asyncio.run_coroutine_threadsafe(
-                    _anext(agen), loop
+                    self._guarded(lambda: _anext(agen)), loop
                 )
                 more, item = fut.result()
                 if not more:
@@ -127,17 +164,46 @@ class LoopBridge:
             asyncio.run_coroutine_threadsafe(_aclose(agen), loop).result()
 
     def stop(self) -> None:
-        """Stop and close the private loop, if the bridge started one."""
+        """Stop and close the private loop, if the bridge started one (from any thread,
+        including one that runs a loop of its own)."""
         with self._lock:
             thread, loop = self._thread, self._loop
             if thread is None or loop is None:
                 return
             self._thread = None
             self._loop = None
+        if threading.current_thread() is thread:
+            raise InvalidRequest("a tether adapter cannot be closed from its own loop thread")
+        # Finish async generators on the loop's own thread: run_until_complete here
+        # would fail in a thread that already runs a loop.
+        asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop).result()
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
-        loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _drive(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
+    """Run a coroutine in this thread without an event loop: (True, result) if it
+    finished without suspending, (False, None) if it needed a loop (it was closed
+    at that point, before committing anything, and must be run again on one)."""
+    try:
+        coro.send(None)
+    except StopIteration as e:
+        return True, e.value
+    except RuntimeError as e:
+        if "no running event loop" not in str(e):
+            raise
+        return False, None
+    coro.close()
+    return False, None
 
 
 async def _anext(agen: AsyncIterator[T]) -> tuple[bool, Any]:

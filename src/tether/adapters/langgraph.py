@@ -158,7 +158,8 @@ class TetherSaver(BaseCheckpointSaver[str]):
         self.store = store
         self.namespace = namespace
         self.llm = llm
-        self._bridge = LoopBridge(loop)
+        # loop=False: from_url sets the bridge itself
+        self._bridge = LoopBridge(loop or None, private=loop is False)
         self._owns_store = False
         self._trees = TreeBuilder()
         # serialized element -> its planned node (the id costs a canonical-JSON hash)
@@ -178,15 +179,19 @@ class TetherSaver(BaseCheckpointSaver[str]):
 
     @classmethod
     def from_url(cls, url: str, **kw: Any) -> TetherSaver:
-        """Open a store by URL for synchronous code; the saver owns (and closes) it."""
-        bridge = LoopBridge(None)
+        """Open a store by URL; the saver owns (and closes) it. Works in sync and async code.
+
+        The store lives on a private loop thread. For ``memory://`` and SQLite the
+        sync methods run in the caller's thread, without a hop to that loop (the
+        store belongs to no loop and only this saver uses it; ``_sync.LoopBridge``).
+        """
+        bridge = LoopBridge(private=True, inline=_loop_free(url))
         try:
-            store = bridge.run_sync(lambda: open_store(url))
+            store = bridge.run_sync(lambda: open_store(url), rerun_safe=False)
         except BaseException:
             bridge.stop()
             raise
-        saver = cls(store, **kw)
-        saver._bridge.stop()
+        saver = cls(store, loop=False, **kw)
         saver._bridge = bridge
         saver._owns_store = True
         return saver
@@ -200,10 +205,10 @@ class TetherSaver(BaseCheckpointSaver[str]):
         return saver
 
     def close(self) -> None:
-        """Close the store if the saver opened it, and stop its private loop."""
+        """Close the store if the saver opened it, and stop its private loop (any thread)."""
         if self._owns_store:
+            self._bridge.run_sync(self.store.close, rerun_safe=False)
             self._owns_store = False
-            self._bridge.run_sync(self.store.close)
         self._bridge.stop()
 
     async def aclose(self) -> None:
@@ -324,13 +329,15 @@ class TetherSaver(BaseCheckpointSaver[str]):
         self._bridge.run_sync(lambda: self._delete_thread(thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._bridge.run_sync(lambda: self._delete_for_runs(run_ids))
+        self._bridge.run_sync(lambda: self._delete_for_runs(run_ids), rerun_safe=False)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._bridge.run_sync(lambda: self._copy_thread(source_thread_id, target_thread_id))
+        self._bridge.run_sync(
+            lambda: self._copy_thread(source_thread_id, target_thread_id), rerun_safe=False
+        )
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._bridge.run_sync(lambda: self._prune(thread_ids, strategy))
+        self._bridge.run_sync(lambda: self._prune(thread_ids, strategy), rerun_safe=False)
 
     # -- encoding values -----------------------------------------------------------
 
@@ -955,6 +962,12 @@ class TetherSaver(BaseCheckpointSaver[str]):
             remap[n.id] = node.id
             added.append(node.id)
         return generation, added, remap
+
+
+def _loop_free(url: str) -> bool:
+    """Stores that belong to no event loop: memory://, and SQLite served inline."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else "sqlite"
+    return scheme == "memory" or (scheme == "sqlite" and "offload" not in url)
 
 
 def _version_of(saver: TetherSaver, node: CausalNode, channel: str) -> Any:

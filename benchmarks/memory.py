@@ -22,10 +22,11 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from tether import open_store, scopes, transact
-from tether._graph import CausalNode
-from tether.memory import Buffer, EstimateCounter, Tokens, Window, compact, load_conversation
-from tether.store._base import Head, ScopeInfo, ScopeStats, ScopeWrite, Store
+from tether import open_store, transact
+from tether.core import scopes
+from tether.core.graph import CausalNode
+from tether.projections import Buffer, EstimateCounter, Tokens, Window, compact, load_conversation
+from tether.store.base import Head, ScopeInfo, ScopeStats, ScopeWrite, Store
 
 
 class Counting(Store):

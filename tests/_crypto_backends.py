@@ -13,7 +13,7 @@ import pytest
 
 from tether.crypto._store import secure
 from tether.store import Store, open_store
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 BACKENDS = ("memory", "sqlite", "redis", "postgres")
 

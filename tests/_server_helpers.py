@@ -26,7 +26,7 @@ from tether.runtime import (
     VarSetNode,
     tool,
 )
-from tether.runtime.memory_tools import MemoryTools
+from tether.runtime.agent_memory_tools import MemoryTools
 from tether.store import Store, open_store
 
 TOKEN = "test-token-" + "0123456789abcdef"

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tether import Transaction, scopes, transact
-from tether._graph import CausalNode
-from tether.store._base import Store
-from tether.store.memory import MemoryStore
+from tether import Transaction, transact
+from tether.core import scopes
+from tether.core.graph import CausalNode
+from tether.store.base import Store
+from tether.store.in_memory import MemoryStore
 
 Call = tuple[str, str, dict[str, Any]]  # (call id, tool name, arguments)
 

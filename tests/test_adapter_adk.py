@@ -37,7 +37,7 @@ from google.genai import types
 
 from tether.adapters.adk import TetherSessionService
 from tether.store import Store, open_store
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 APP = "shop"
 

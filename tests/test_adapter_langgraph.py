@@ -49,7 +49,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from tether import InvalidRequest
 from tether.adapters.langgraph import TetherSaver
 from tether.store import Store, open_store
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 # -- conformance ---------------------------------------------------------------
 

@@ -41,7 +41,7 @@ from openai.types.responses import (
 from tether import InvalidNode, InvalidRequest
 from tether.adapters.openai_agents import TetherSession
 from tether.store import Store, open_store
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 
 def user(text: str) -> dict[str, Any]:

@@ -9,8 +9,8 @@ import pytest
 
 import tether
 from tether import control
-from tether.memory.conversation import load_conversation
 from tether.models import ScriptedModel
+from tether.projections.conversation import load_conversation
 from tether.runtime import Agent
 
 

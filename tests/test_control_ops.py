@@ -9,7 +9,7 @@ import tether
 from _control_helpers import add_turn, populate, remember, set_variable
 from tether import control
 from tether.control import StateOperationRequest
-from tether.memory.conversation import load_conversation
+from tether.projections.conversation import load_conversation
 
 
 def _report(result: control.StateOperationResult, name: str) -> control.StateStoreReport:

@@ -28,7 +28,7 @@ from tether.runtime import (
     VarSetNode,
     tool,
 )
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 NS = "default"
 

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tether import node_id
-from tether._canonical import (
+from tether.core.canonical import (
     MAX_SAFE_INT,
     CanonicalError,
     _canonical_walk,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tether import AgentState, CausalNode, InvalidNode, NodeType, Vocabulary, node_id
-from tether._graph import make_node
+from tether.core.graph import make_node
 
 
 def test_identity_ignores_parent_order_and_duplicates() -> None:
@@ -146,7 +146,7 @@ def test_new_node_is_an_ordinary_causal_node() -> None:
     import dataclasses
     import pickle
 
-    from tether._graph import new_node
+    from tether.core.graph import new_node
 
     fields: dict[str, Any] = {
         "id": "cw_" + "a" * 24,
@@ -171,7 +171,7 @@ def test_now_iso_is_javascript_to_iso_string() -> None:
     import re
     from datetime import UTC, datetime, timedelta
 
-    from tether._graph import now_iso
+    from tether.core.graph import now_iso
 
     before = datetime.now(UTC) - timedelta(milliseconds=1)
     for _ in range(3):  # the second is cached: the result must still track the clock

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tether import AgentState, InvalidSnapshot, Limits, node_id
-from tether._canonical import MAX_SAFE_INT, canonical_json
+from tether.core.canonical import MAX_SAFE_INT, canonical_json
 
 leaf = (
     st.none()

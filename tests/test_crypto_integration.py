@@ -17,11 +17,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from _server_helpers import TOKEN, demo_agent, serve
-from tether import InvalidRequest, control, scopes
-from tether._graph import CausalNode
-from tether._txn import transact
+from tether import InvalidRequest, control
 from tether.cli import main
 from tether.control import ErasureResult
+from tether.core import scopes
+from tether.core.graph import CausalNode
 from tether.crypto import (
     Cipher,
     CipherError,
@@ -33,7 +33,7 @@ from tether.crypto import (
     erased_placeholders,
     is_erased,
 )
-from tether.memory import (
+from tether.projections import (
     AgentMemory,
     VarDecl,
     Variables,
@@ -44,11 +44,12 @@ from tether.memory import (
     project,
     semantic_memory,
 )
-from tether.memory.projection import flatten
+from tether.projections.projection import flatten
 from tether.server import Tokens, create_app
 from tether.server.auth import dev_token
 from tether.store import Store, open_store
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
+from tether.store.txn import transact
 
 NS = "default"
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tether import Transaction
 from tether.crypto import KeyErased, MasterKey, bind_thread, erase_user, erased_placeholders, rotate
 from tether.crypto._store import secure
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 NS = "model"
 USERS = ("u0", "u1", "u2")

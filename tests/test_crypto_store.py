@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from _crypto_backends import Database, backend_params, database_fixture, sqlite_tables
-from tether import Transaction, scopes
-from tether._graph import CausalNode
+from tether import Transaction
 from tether.control.snapshot import export_snapshot, import_snapshot, verify_scope
+from tether.core import scopes
+from tether.core.graph import CausalNode
 from tether.crypto import (
     Cipher,
     CipherError,
@@ -34,7 +35,7 @@ from tether.crypto import (
     rotate,
 )
 from tether.store import Store
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 NS = "acme"
 

@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
-from tether import InvalidNode, InvalidRequest, NodeType, Transaction, Vocabulary, scopes
-from tether.memory import (
+from tether import InvalidNode, InvalidRequest, NodeType, Transaction, Vocabulary
+from tether.core import scopes
+from tether.core.messages import ToolSpec
+from tether.projections import (
     AgentMemory,
     InvalidArguments,
     MemoryEdit,
@@ -19,8 +21,7 @@ from tether.memory import (
     remember,
     semantic_memory,
 )
-from tether.models._types import ToolSpec
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 
 @pytest.fixture

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from memory_helpers import CountingStore, Thread, contents, roles
-from tether import InvalidRequest, Transaction, scopes, transact
-from tether.memory import (
+from tether import InvalidRequest, Transaction, transact
+from tether.core import scopes
+from tether.core.messages import ModelRequest, ModelResponse
+from tether.projections import (
     Buffer,
     CompactionResult,
     EstimateCounter,
@@ -22,8 +24,7 @@ from tether.memory import (
     load_conversation,
     undo_compaction,
 )
-from tether.models._types import ModelRequest, ModelResponse
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 
 @pytest.fixture
@@ -102,7 +103,7 @@ async def test_tokens_strategy_keeps_a_suffix_within_budget(store: MemoryStore, 
     assert r.compacted
     msgs = await load_conversation(store, ns, "t1")
     assert msgs[0]["content"] == "sys"
-    from tether.memory import messages_tokens
+    from tether.projections import messages_tokens
 
     assert messages_tokens(msgs, c) <= 60
     assert len(msgs) - 1 == r.messages_after

@@ -6,7 +6,7 @@ import pytest
 
 from memory_helpers import CountingStore, Thread, contents, roles
 from tether import InvalidRequest
-from tether.memory import (
+from tether.projections import (
     Buffer,
     EstimateCounter,
     Summary,
@@ -16,7 +16,7 @@ from tether.memory import (
     message_tokens,
     policy_from_dict,
 )
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 
 @pytest.fixture
@@ -397,7 +397,7 @@ def test_token_counters() -> None:
         "tool_calls": [{"id": "c", "name": "f", "arguments": {}}],
     }
     assert message_tokens(m, est) == 4 + 1 + 3 + 1 + 1
-    from tether.memory import TokenCounter, default_counter
+    from tether.projections import TokenCounter, default_counter
 
     c = default_counter()
     assert isinstance(c, TokenCounter) and c.count("hello world") > 0

@@ -8,8 +8,8 @@ import pytest
 
 from memory_helpers import Thread
 from tether import NotFound
-from tether.memory import execution_view, list_runs
-from tether.store.memory import MemoryStore
+from tether.projections import execution_view, list_runs
+from tether.store.in_memory import MemoryStore
 
 
 @pytest.fixture
@@ -176,6 +176,6 @@ async def test_tool_node_calls_and_step_records_are_children_of_the_run(
     await t.answer("run_1")
     assert (await execution_view(store, ns, "t1", "run_1")).status == "completed"
     # A tool node's call never becomes a message of any LLM node.
-    from tether.memory import load_conversation
+    from tether.projections import load_conversation
 
     assert await load_conversation(store, ns, "t1") == []

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_helpers import Thread
-from tether.memory import (
+from tether.projections import (
     Buffer,
     EstimateCounter,
     Summary,
@@ -23,9 +23,9 @@ from tether.memory import (
     load_conversation,
     undo_compaction,
 )
-from tether.memory.policies import select_tokens, select_window
-from tether.memory.projection import flatten
-from tether.store.memory import MemoryStore
+from tether.projections.policies import select_tokens, select_window
+from tether.projections.projection import flatten
+from tether.store.in_memory import MemoryStore
 
 LLMS = ("agent", "other")
 
@@ -129,7 +129,7 @@ def test_no_view_separates_calls_from_results(
                 tv = await load_conversation(store, "ns", "t", llm=llm, run=r, policy=tokens)
                 check(tv)
                 fixed = sum(1 for m in prefix)
-                from tether.memory import messages_tokens
+                from tether.projections import messages_tokens
 
                 b = budget - messages_tokens(prefix, c)
                 assert fixed <= len(tv)

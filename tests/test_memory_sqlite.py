@@ -10,7 +10,7 @@ from pathlib import Path
 
 from memory_helpers import Thread
 from tether import open_store
-from tether.memory import (
+from tether.projections import (
     AgentMemory,
     VarDecl,
     Variables,
@@ -74,7 +74,7 @@ async def test_another_process_reads_the_same_window(tmp_path: Path) -> None:
         f"""
         import asyncio, json
         from tether import open_store
-        from tether.memory import load_conversation, Window
+        from tether.projections import load_conversation, Window
 
         async def main():
             s = await open_store({url!r})

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether import Conflict, InvalidRequest, Transaction, scopes
-from tether.memory import (
+from tether import Conflict, InvalidRequest, Transaction
+from tether.core import scopes
+from tether.projections import (
     UnknownVariable,
     UnstorableValue,
     VarDecl,
@@ -19,7 +20,7 @@ from tether.memory import (
     read_value,
     to_csv_text,
 )
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 pd: Any = pytest.importorskip("pandas")  # the dataframe extra
 

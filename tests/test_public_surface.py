@@ -99,7 +99,7 @@ def test_import_tether_is_light_and_everything_stays_reachable() -> None:
         "heavy = sorted(m for m in ('httpx', 'jinja2', 'yaml', 'rich', 'tether.runtime')"
         " if m in sys.modules)\n"
         "assert not heavy, heavy\n"
-        "assert tether.memory.load_conversation and tether.control.erase_user\n"
+        "assert tether.projections.load_conversation and tether.control.erase_user\n"
         "from tether import Agent, SyncClient\n"
         "assert Agent.__module__ == 'tether' and tether.Agent is Agent\n"
         "assert 'Agent' in dir(tether) and 'Client' in dir(tether)\n"

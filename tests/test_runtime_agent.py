@@ -37,7 +37,7 @@ from tether.runtime import (
 )
 from tether.runtime.templates import environment
 from tether.store import ScopeWrite, Store
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 NS = "default"
 

@@ -19,7 +19,7 @@ from tether import ToolState, control
 from tether.models import Rule, ScriptedModel, call
 from tether.runtime import Agent, CredentialProvider, Spec, ToolDefinitionError, ToolNode, tool
 from tether.runtime.credentials import REDACTED, redact
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 NS = "default"
 

@@ -18,7 +18,7 @@ from tether.runtime.plan import (
     next_action,
     step_key,
 )
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 LIMITS: dict[str, Any] = {"max_steps": 50, "max_tool_rounds": 20}
 

@@ -21,7 +21,7 @@ import tether
 from tether.models import Rule, ScriptedModel, call, remember
 from tether.runtime import Agent, Edge, LLMNode, Spec, ToolNode, VarNode, VarSetNode, tool
 from tether.store import Head, ScopeInfo, ScopeStats, ScopeWrite, Store
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 NS = "default"
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.memory import Window
 from tether.models import ScriptedModel
+from tether.projections import Window
 from tether.runtime import (
     Agent,
     Condition,

@@ -16,7 +16,7 @@ from tether import ToolState, control
 from tether.models import Rule, ScriptedModel, call
 from tether.runtime import Agent, SyncToolState, ToolDefinitionError, tool
 from tether.runtime.tool_state import state_key
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 NS = "default"
 
@@ -194,7 +194,7 @@ async def test_describe_and_reset_the_tools_store_on_its_own(tmp_path: Path) -> 
         a = agent(store)
         await a.step("count apples", thread="t")
         await a.step("count kiwis", thread="t")
-        await tether.memory.remember(store, NS, "thread:t", "memory", "k", "kept")
+        await tether.projections.remember(store, NS, "thread:t", "memory", "k", "kept")
         d = await control.describe(store, namespace=NS, thread="t", include_data=True)
         tools = next(r for r in d.stores if r.name == "tools")
         assert tools.data == {"counter": {"apples": 1, "kiwis": 1}}

@@ -13,7 +13,8 @@ import pytest
 
 from _server_helpers import TOKEN, demo_agent, fill
 from tether import control
-from tether._errors import (
+from tether.control.types import ScopeCheck, StateOperationRequest, StateOperationResult
+from tether.core.errors import (
     Conflict,
     InvalidNode,
     InvalidRequest,
@@ -22,7 +23,6 @@ from tether._errors import (
     StoreError,
     TetherError,
 )
-from tether.control.types import ScopeCheck, StateOperationRequest, StateOperationResult
 from tether.models import ModelConnectionError
 from tether.runtime import ApprovalError, RunSuspendedError
 from tether.server import Forbidden, Tokens, TooLarge, Unauthorized, create_app
@@ -36,7 +36,7 @@ from tether.server._schemas import (
     STORE_REPORT,
 )
 from tether.store import Store
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 NS = "default"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -578,7 +578,7 @@ async def test_an_agent_object_serves_its_own_namespace_only(store: Store) -> No
         ok(await c.post("/v1/ns/acme/threads/t/step", json={"input": "hello"}))
         body = err(await c.post("/v1/ns/default/threads/t/step", json={"input": "hi"}), 404)
         assert "acme" in body["message"]
-    # A one-argument factory (as tether.demo:agent) makes the agent of its namespace.
+    # A one-argument factory (as tether.cli.demo:agent) makes the agent of its namespace.
     app = create_app(store, tokens=Tokens.single(TOKEN), agent=lambda s: demo_agent(s, "acme"))
     async with client_for(app) as c:
         ok(await c.post("/v1/ns/acme/threads/t2/step", json={"input": "hello"}))

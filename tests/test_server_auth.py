@@ -21,7 +21,7 @@ from tether.server import GRANTS, AuthConfigError, Forbidden, Token, Tokens, cre
 from tether.server import auth as auth_mod
 from tether.server.auth import dev_token, hash_token
 from tether.store import Store
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 NS = "default"
 WRONG = "wrong-token-" + "f" * 20

@@ -88,11 +88,11 @@ def test_serve_takes_the_tokens_file_and_the_dev_token(tmp_path: Path) -> None:
 
 
 def test_load_agent() -> None:
-    factory = load_agent("tether.demo:agent")
+    factory = load_agent("tether.cli.demo:agent")
     assert callable(factory) and not isinstance(factory, Agent)
     with pytest.raises(Exception, match="module:attribute"):
-        load_agent("tether.demo")
+        load_agent("tether.cli.demo")
     with pytest.raises(Exception, match="no attribute"):
-        load_agent("tether.demo:nothing_here")
+        load_agent("tether.cli.demo:nothing_here")
     with pytest.raises(Exception, match="neither"):
-        load_agent("tether.demo:NAMESPACE")
+        load_agent("tether.cli.demo:NAMESPACE")

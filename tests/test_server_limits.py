@@ -12,7 +12,7 @@ import pytest
 from _server_helpers import TOKEN
 from tether.server import Tokens, create_app
 from tether.server.limits import BodyLimit
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

@@ -20,7 +20,7 @@ from schemathesis.specs.openapi.schemas import OpenApiSchema
 
 from _server_helpers import TOKEN, demo_agent, fill
 from tether.server import Tokens, create_app
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 CHECKS = [
     not_a_server_error,

@@ -21,10 +21,10 @@ import redis.asyncio as aioredis
 from redis.crc import key_slot
 
 from tether import Conflict, InvalidNode, InvalidRequest, StoreError, Transaction, transact
-from tether._graph import make_node
+from tether.core.graph import make_node
 from tether.store import DuplicateNodes, Head, ScopeWrite, Store, open_store
 from tether.store import redis as redis_mod
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 from tether.store.redis import RedisStore
 
 pytestmark = pytest.mark.redis

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import tether
 from tether import InvalidRequest, StoreError, Transaction
-from tether._graph import now_iso
+from tether.core.graph import now_iso
 from tether.store import _sqlite_schema, open_store
 from tether.store._sql import (
     KIND_CODES,

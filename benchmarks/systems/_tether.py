@@ -13,7 +13,7 @@ conversation would:
   public read of a scope's history in order.
 
 ``tether.Agent.step`` writes a turn the same way (it adds an ``inference`` node per
-model call) and ``tether.memory.load_conversation`` reads it back through the same
+model call) and ``tether.projections.load_conversation`` reads it back through the same
 ``store.nodes`` pages, then projects the nodes into messages under a memory policy;
 the benchmark measures the state layer under both.
 """
@@ -46,7 +46,7 @@ class TetherBase(System):
         except ImportError as e:
             raise SkipSystem(f"tether is not importable here: {e}") from e
         self.Transaction = tether.Transaction
-        self.thread_scope = tether.scopes.thread
+        self.thread_scope = tether.core.scopes.thread
         self.workdir = workdir
         if fresh:
             await self.reset(workdir)

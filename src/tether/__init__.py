@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._canonical import canonical_json
-from ._errors import (
+from .core.canonical import canonical_json
+from .core.errors import (
     SNAPSHOT_CODES,
     Conflict,
     InvalidNode,
@@ -20,7 +20,7 @@ from ._errors import (
     StoreError,
     TetherError,
 )
-from ._graph import (
+from .core.graph import (
     DEFAULT_LIMITS,
     KINDS,
     AgentState,
@@ -28,9 +28,9 @@ from ._graph import (
     Limits,
     node_id,
 )
-from ._txn import Transaction, transact
-from ._vocab import BUILTIN_NODE_TYPES, NodeType, Vocabulary
+from .core.vocab import BUILTIN_NODE_TYPES, NodeType, Vocabulary
 from .store import Head, Store, open_store
+from .store.txn import Transaction, transact
 
 if TYPE_CHECKING:
     from .client import Client, ClientError, SyncClient
@@ -166,10 +166,22 @@ for _name in __all__:
         _obj.__module__ = "tether"
 
 
-# Subpackages reachable as ``tether.memory`` etc. after a bare ``import tether``, as
+# Subpackages reachable as ``tether.projections`` etc. after a bare ``import tether``, as
 # they were when this module imported the runtime (and with it these) eagerly.
 _SUBMODULES = frozenset(
-    {"client", "control", "crypto", "memory", "models", "runtime", "scopes", "store"}
+    {
+        "adapters",
+        "cli",
+        "client",
+        "control",
+        "core",
+        "crypto",
+        "models",
+        "projections",
+        "runtime",
+        "server",
+        "store",
+    }
 )
 
 

@@ -42,7 +42,10 @@ from urllib.parse import quote
 import httpx
 import orjson
 
-from ._errors import (
+from .control.erasure import ErasureResult
+from .control.tasks import RunList, TaskState
+from .control.types import DEFAULT_NAMESPACE, StateOperationRequest, StateOperationResult
+from .core.errors import (
     Conflict,
     InvalidRequest,
     InvalidSnapshot,
@@ -50,9 +53,6 @@ from ._errors import (
     StoreError,
     TetherError,
 )
-from .control.erasure import ErasureResult
-from .control.tasks import RunList, TaskState
-from .control.types import DEFAULT_NAMESPACE, StateOperationRequest, StateOperationResult
 from .runtime.results import PendingApproval, StepResult
 
 __all__ = ["Client", "ClientError", "SyncClient"]
@@ -77,7 +77,7 @@ def _error_classes() -> dict[str, type[TetherError]]:
     """Every TetherError subclass by class name, so an HTTP error comes back as itself."""
     # Importing these registers their errors; the server's auth errors only when the
     # server extra is installed (the client does not need it).
-    from . import memory, models, runtime  # noqa: F401
+    from . import runtime  # noqa: F401
 
     with contextlib.suppress(ImportError):  # without fastapi: statuses decide
         from .server import auth, limits  # noqa: F401

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from tether.store import Store, open_store
-from tether.store.memory import MemoryStore
+from tether.store.in_memory import MemoryStore
 
 
 @dataclass

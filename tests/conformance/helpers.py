@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tether._graph import CausalNode, advance_frontier, make_node
+from tether.core.graph import CausalNode, advance_frontier, make_node
 from tether.store import Head, ScopeWrite, Store
 
 

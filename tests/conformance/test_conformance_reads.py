@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tether._graph import CausalNode, node_id, now_iso
+from tether.core.graph import CausalNode, node_id, now_iso
 from tether.store import Head, Store
 
 from .backends import Backend

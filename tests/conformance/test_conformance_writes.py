@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tether import Conflict, InvalidNode, InvalidRequest
-from tether._graph import CausalNode
+from tether.core.graph import CausalNode
 from tether.store import DuplicateNodes, Head, ScopeWrite, Store
 
 from .backends import Backend

@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 from typing import Any, Protocol
 
-from .._canonical import CanonicalError, canonical_json
+from ..core.canonical import CanonicalError, canonical_json
 from ._values import is_json_scalar, is_plain_json
 
 

@@ -35,7 +35,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-from .._errors import InvalidRequest
+from ..core.errors import InvalidRequest
 
 T = TypeVar("T")
 

@@ -27,8 +27,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from .._canonical import MAX_SAFE_INT
-from .._graph import node_id
+from ..core.canonical import MAX_SAFE_INT
+from ..core.graph import node_id
 
 FANOUT = 32
 K = TypeVar("K")

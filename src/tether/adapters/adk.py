@@ -47,11 +47,11 @@ from google.adk.sessions.base_session_service import (
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 
-from .. import scopes
-from .._errors import InvalidRequest
-from .._graph import CausalNode
-from .._txn import Transaction, transact
+from ..core import scopes
+from ..core.errors import InvalidRequest
+from ..core.graph import CausalNode
 from ..store import Store
+from ..store.txn import Transaction, transact
 
 __all__ = ["TetherSessionService"]
 

@@ -66,11 +66,11 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .. import scopes
-from .._errors import InvalidRequest, StoreError
-from .._graph import CausalNode, node_id
-from .._txn import Transaction, transact
+from ..core import scopes
+from ..core.errors import InvalidRequest, StoreError
+from ..core.graph import CausalNode, node_id
 from ..store import Store, open_store
+from ..store.txn import Transaction, transact
 from ._lg_codec import (
     content,
     decode_content,

@@ -43,11 +43,11 @@ from typing import Any, Final
 
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
-from .. import scopes
-from .._errors import InvalidRequest
-from .._graph import CausalNode
-from .._txn import Transaction, transact
+from ..core import scopes
+from ..core.errors import InvalidRequest
+from ..core.graph import CausalNode
 from ..store import Store
+from ..store.txn import Transaction, transact
 
 __all__ = ["TetherSession"]
 

@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .. import scopes
-from .._errors import InvalidRequest
+from ..core import scopes
+from ..core.errors import InvalidRequest
 from ..crypto import erase_user as _erase_key
-from ..store._base import Store, check_name
+from ..store.base import Store, check_name
 from . import tasks
 
 __all__ = ["ErasureResult", "erase_user"]

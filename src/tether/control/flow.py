@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._graph import CausalNode
+from ..core.graph import CausalNode
 
 __all__ = ["FlowState", "flow_states"]
 

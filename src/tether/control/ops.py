@@ -51,13 +51,14 @@ from typing import Any, Final
 
 import orjson
 
-from .. import scopes as scope_names
-from .._errors import InvalidRequest
-from .._graph import CausalNode
-from .._txn import Transaction, transact
-from ..crypto._keyring import erased_placeholders, is_erased
-from ..store._base import ScopeStats, Store
-from . import _views, tasks
+from ..core import scopes as scope_names
+from ..core.erased import erased_placeholders, is_erased
+from ..core.errors import InvalidRequest
+from ..core.graph import CausalNode
+from ..store.base import ScopeStats, Store
+from ..store.txn import Transaction, transact
+from . import reports as _views
+from . import tasks
 from .snapshot import (
     export_snapshot,
     fork_thread,

@@ -33,13 +33,13 @@ from typing import Any, Final
 
 import orjson
 
-from .._errors import Conflict, InvalidSnapshot, NotFound, StoreError
-from .._graph import DEFAULT_LIMITS, SNAPSHOT_VERSION, AgentState, CausalNode, Limits
-from .._validate import NodeChecker
-from .._vocab import Vocabulary
-from ..crypto._keyring import erased_placeholders
+from ..core.erased import erased_placeholders
+from ..core.errors import Conflict, InvalidSnapshot, NotFound, StoreError
+from ..core.graph import DEFAULT_LIMITS, SNAPSHOT_VERSION, AgentState, CausalNode, Limits
+from ..core.validate import NodeChecker
+from ..core.vocab import Vocabulary
 from ..crypto._store import bind_thread, bound_user, encrypted
-from ..store._base import Head, ScopeWrite, Store
+from ..store.base import Head, ScopeWrite, Store
 from .types import ScopeCheck
 
 PAGE: Final = 1000

@@ -32,11 +32,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from .. import scopes
-from .._errors import InvalidRequest, NotFound
-from .._graph import CausalNode
-from .._txn import Transaction, transact
-from ..store._base import Store
+from ..core import scopes
+from ..core.errors import InvalidRequest, NotFound
+from ..core.graph import CausalNode
+from ..store.base import Store
+from ..store.txn import Transaction, transact
 
 if TYPE_CHECKING:
     from ..runtime.plan import RunView
@@ -399,7 +399,7 @@ async def runs(
     ``counts`` has the number of matching runs per status before paging (the status
     filter aside), so a caller sees how many wait without listing them all.
     """
-    from ..store._base import check_name
+    from ..store.base import check_name
 
     check_name("namespace", namespace)
     _statuses(status)  # a bad status fails before anything is read
@@ -414,7 +414,7 @@ async def runs(
 
 
 async def _thread_nodes(store: Store, namespace: str, thread: str) -> list[CausalNode]:
-    from ..memory._reads import read_nodes
+    from ..projections._reads import read_nodes
 
     scope = scopes.thread(thread)
     head = await store.head(namespace, scope)
@@ -464,8 +464,8 @@ async def task_states(
 async def task(store: Store, namespace: str, thread: str, run: str | None = None) -> TaskState:
     """One run's ``TaskState`` (the thread's latest run without ``run``); ``NotFound`` if the
     thread has no such run."""
-    from ..crypto import erased_placeholders
-    from ..store._base import check_name
+    from ..core.erased import erased_placeholders
+    from ..store.base import check_name
 
     check_name("namespace", namespace)
     scopes.thread(thread)
@@ -492,10 +492,10 @@ async def pending_approvals(store: Store, namespace: str, thread: str) -> list[P
     Reads the thread from its tail back to the latest goal (the run's size, not the
     thread's), as the runtime does; no agent is needed to see what waits.
     """
-    from ..crypto import erased_placeholders
-    from ..memory._reads import read_tail
+    from ..core.erased import erased_placeholders
+    from ..projections._reads import read_tail
     from ..runtime.plan import RunView
-    from ..store._base import check_name
+    from ..store.base import check_name
 
     check_name("namespace", namespace)
     scope = scopes.thread(thread)

@@ -25,10 +25,10 @@ from typing import Any, Final, Literal, cast, get_args
 
 import orjson
 
-from .._canonical import CanonicalError, canonical_json
-from .._errors import InvalidRequest
-from .._graph import ID_PATTERN
-from ..store._base import check_name
+from ..core.canonical import CanonicalError, canonical_json
+from ..core.errors import InvalidRequest
+from ..core.graph import ID_PATTERN
+from ..store.base import check_name
 
 Operation = Literal["describe", "reset", "compact", "export", "import", "history", "fork", "verify"]
 Strategy = Literal["recent", "tokens", "summary"]
@@ -55,7 +55,7 @@ def _bad(field_name: str, message: str) -> InvalidRequest:
 
 
 def _ident(field_name: str, value: Any) -> str:
-    # Same rule as tether.scopes: 1-200 printable characters.
+    # Same rule as tether.core.scopes: 1-200 printable characters.
     if (
         not isinstance(value, str)
         or not value

@@ -21,16 +21,10 @@ Needs the ``crypto`` extra (``pip install 'tether[crypto]'``).
 
 from __future__ import annotations
 
+from ..core.erased import erased_placeholders, is_erased
 from ._codec import CipherCodec
 from ._envelope import OVERHEAD
-from ._errors import CipherError, KeyErased, MissingKey, NotEncrypted, WrongKey
-from ._keyring import (
-    ErasureReport,
-    Keyring,
-    RotationReport,
-    erased_placeholders,
-    is_erased,
-)
+from ._keyring import ErasureReport, Keyring, RotationReport
 from ._keystore import KeyStore, MemoryKeyStore, WrappedKey
 from ._master import MasterKey, MasterKeyProvider
 from ._store import (
@@ -44,6 +38,7 @@ from ._store import (
     erase_user,
     rotate,
 )
+from .errors import CipherError, KeyErased, MissingKey, NotEncrypted, WrongKey
 
 __all__ = [
     "OVERHEAD",

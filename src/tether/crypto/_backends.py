@@ -5,9 +5,9 @@ Each key store is imported only when its backend is in use, like the backends.
 
 from __future__ import annotations
 
-from ..store._base import Store
-from ._errors import CipherError
+from ..store.base import Store
 from ._keystore import KeyStore, MemoryKeyStore
+from .errors import CipherError
 
 _ATTR = "_tether_keystore"
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..store._base import JsonCodec, PayloadCodec
+from ..core.erased import ERASED_PLACEHOLDER_KEY
+from ..store.base import JsonCodec, PayloadCodec
 from ._envelope import is_sealed, key_id_of, open_sealed, seal
-from ._errors import CipherError
-from ._keyring import ERASED_PLACEHOLDER_KEY, Keyring
+from ._keyring import Keyring
 from ._master import invalid_tag
+from .errors import CipherError
 
 
 class CipherCodec:

@@ -17,7 +17,7 @@ import secrets
 import struct
 from typing import TYPE_CHECKING
 
-from ._errors import NotEncrypted
+from .errors import NotEncrypted
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM

@@ -21,54 +21,30 @@ on every operation, so an erasure made by another process is seen at once).
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import secrets
 import struct
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from .._graph import now_iso
-from ..store._base import Store, check_name
+from ..core.erased import (
+    placeholders_mode,
+)
+from ..core.graph import now_iso
+from ..store.base import Store, check_name
 from ._envelope import KEY_ID_BYTES
-from ._errors import CipherError, KeyErased, MissingKey, NotEncrypted, WrongKey
 from ._keystore import NAMESPACE_OWNER, KeyStore, WrappedKey
 from ._master import KEY_BYTES, MasterKeyProvider, aesgcm
+from .errors import CipherError, KeyErased, MissingKey, NotEncrypted, WrongKey
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 OnErased = Literal["raise", "placeholder"]
-ERASED_PLACEHOLDER_KEY = "$erased"
 CHECK_PLAINTEXT = b"tether key check v1 " + bytes(12)
 CHECK_CONTEXT = b"tether key check v1"
-
-# Set by ``erased_placeholders()``: views read erased payloads as a placeholder.
-_placeholders: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
-    "tether_erased_placeholders", default=None
-)
-
-
-@contextlib.contextmanager
-def erased_placeholders(enabled: bool = True) -> Iterator[None]:
-    """Within this block, an erased payload reads as ``{"$erased": true}`` instead of raising.
-
-    For views (conversation, inspector) that must show what remains of a graph;
-    exports and verification should leave it off, so they fail loudly instead.
-    """
-    token = _placeholders.set(enabled)
-    try:
-        yield
-    finally:
-        _placeholders.reset(token)
-
-
-def is_erased(payload: Any) -> bool:
-    """Whether a payload read under ``erased_placeholders()`` is the erased placeholder."""
-    return isinstance(payload, dict) and payload.get(ERASED_PLACEHOLDER_KEY) is True
 
 
 class KeyNotLoaded(CipherError):
@@ -425,7 +401,7 @@ class Keyring:
                 scope=scope,
                 key_id=key_id.hex(),
             )
-        mode = _placeholders.get()
+        mode = placeholders_mode()
         if mode is None:
             mode = self.on_erased == "placeholder"
         if mode:

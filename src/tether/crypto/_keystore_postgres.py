@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Final
 
-from .._errors import StoreError
-from .._graph import now_iso
-from ..store._base import Store
+from ..core.errors import StoreError
+from ..core.graph import now_iso
+from ..store.base import Store
 from ._keystore import KeyStore, WrappedKey
 
 # Append-only: never edit a shipped migration, add the next one.

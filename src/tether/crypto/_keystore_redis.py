@@ -26,8 +26,8 @@ from typing import Any, Final, ParamSpec, TypeVar
 
 import orjson
 
-from .._errors import StoreError
-from ..store._base import Store
+from ..core.errors import StoreError
+from ..store.base import Store
 from ._keystore import KeyStore, WrappedKey
 
 _LOAD: Final = """

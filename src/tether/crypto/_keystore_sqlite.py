@@ -19,8 +19,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Final, TypeVar
 
-from .._errors import StoreError
-from .._graph import now_iso
+from ..core.errors import StoreError
+from ..core.graph import now_iso
 from ._keystore import KeyStore, WrappedKey
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ._errors import CipherError, MissingKey, WrongKey
+from .errors import CipherError, MissingKey, WrongKey
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM

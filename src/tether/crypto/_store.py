@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .. import scopes
-from .._errors import StoreError
-from .._graph import CausalNode
-from ..store._base import (
+from ..core import scopes
+from ..core.errors import StoreError
+from ..core.graph import CausalNode
+from ..store.base import (
     Head,
     ScopeInfo,
     ScopeStats,
@@ -28,10 +28,10 @@ from ..store._base import (
     check_writes,
 )
 from ._codec import CipherCodec
-from ._errors import CipherError, MissingKey
 from ._keyring import ErasureReport, KeyNotLoaded, Keyring, OnErased, RotationReport
 from ._keystore import KeyStore
 from ._master import ENV_VAR, MasterKey, MasterKeyProvider
+from .errors import CipherError, MissingKey
 
 T = TypeVar("T")
 

@@ -3,13 +3,22 @@
 ``ScriptedModel`` (deterministic rules, no network) lives in ``tether.models.scripted``,
 ``OpenAIModel`` (chat completions over httpx) in ``tether.models.openai``; their
 module docstrings are the manual. ``model_from_config`` builds either from a spec's
-``model:`` entry. Errors are drawn in ``tether.models._errors``.
+``model:`` entry. Errors are drawn in ``tether.models.errors``.
 """
 
 from __future__ import annotations
 
+from ..core.messages import (
+    MemoryWrite,
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolSpec,
+)
 from ._config import model_from_config
-from ._errors import (
+from .errors import (
     ModelBadArgumentsError,
     ModelBadResponseError,
     ModelConfigError,
@@ -18,7 +27,6 @@ from ._errors import (
     ModelHTTPError,
     ModelTimeoutError,
 )
-from ._types import MemoryWrite, Message, Model, ModelRequest, ModelResponse, ToolCall, ToolSpec
 from .openai import MEMORY_TOOL, OpenAIModel
 from .scripted import (
     DEFAULT_ANSWER,

@@ -14,8 +14,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._errors import ModelConfigError
-from ._types import Model
+from ..core.messages import Model
+from .errors import ModelConfigError
 from .openai import OpenAIModel
 from .scripted import ScriptedModel
 

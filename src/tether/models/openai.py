@@ -52,8 +52,9 @@ from typing import Any
 
 import httpx
 
-from .._vocab import BUILTIN_NODE_TYPES, NodeType
-from ._errors import (
+from ..core.messages import MemoryWrite, Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
+from ..core.vocab import BUILTIN_NODE_TYPES, NodeType
+from .errors import (
     ModelBadArgumentsError,
     ModelBadResponseError,
     ModelConfigError,
@@ -61,7 +62,6 @@ from ._errors import (
     ModelHTTPError,
     ModelTimeoutError,
 )
-from ._types import MemoryWrite, Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
 
 __all__ = ["MAX_MEMORY_ROUNDS", "MEMORY_TOOL", "OpenAIModel"]
 

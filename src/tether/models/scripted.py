@@ -82,8 +82,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from ._errors import ModelConfigError
-from ._types import MemoryWrite, Message, ModelRequest, ModelResponse, ToolCall
+from ..core.messages import MemoryWrite, Message, ModelRequest, ModelResponse, ToolCall
+from .errors import ModelConfigError
 
 __all__ = [
     "DEFAULT_ANSWER",

@@ -8,7 +8,10 @@ map onto graph nodes is docs/graph-encoding.md.
 
 from __future__ import annotations
 
-from ._errors import (
+from .agent import Agent
+from .agent_memory_tools import MemoryTools
+from .credentials import CredentialError, CredentialProvider
+from .errors import (
     AgentError,
     ApprovalError,
     ConditionError,
@@ -18,9 +21,6 @@ from ._errors import (
     TemplateError,
     ToolDefinitionError,
 )
-from .agent import Agent
-from .credentials import CredentialError, CredentialProvider
-from .memory_tools import MemoryTools
 from .results import PendingApproval, RunError, RunStatus, StepResult
 from .spec import Edge, LLMNode, LoopNode, Spec, ToolNode, VarNode, VarSetNode
 from .templates import Condition, Template

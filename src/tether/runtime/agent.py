@@ -23,20 +23,20 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
-from .. import scopes
-from .._errors import InvalidRequest, NotFound
-from .._vocab import NodeType, Vocabulary
 from ..control.tasks import RunList, TaskState, task_states
 from ..control.tasks import runs as control_runs
 from ..control.types import StateOperationResult
+from ..core import scopes
+from ..core.errors import InvalidRequest, NotFound
+from ..core.messages import Model
+from ..core.vocab import NodeType, Vocabulary
 from ..models._config import model_from_config
-from ..models._types import Model
 from ..store import Store, open_store
-from ..store._base import check_name
-from ._errors import AgentError, SpecError
+from ..store.base import check_name
+from .agent_memory_tools import MemoryTools, memory_tools
 from .credentials import CredentialProvider
+from .errors import AgentError, SpecError
 from .executor import Executor
-from .memory_tools import MemoryTools, memory_tools
 from .results import PendingApproval, StepResult
 from .spec import Spec, ToolNode, check_tools
 from .tool_state import ToolState

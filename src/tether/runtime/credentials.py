@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Protocol, runtime_checkable
 
-from .._errors import InvalidRequest
+from ..core.errors import InvalidRequest
 
 __all__ = [
     "CONTEXT_KEY",

@@ -46,19 +46,19 @@ from typing import Any, Final
 
 import orjson
 
-from .. import scopes
-from .._errors import Conflict, InvalidNode, NotFound, TetherError
-from .._graph import CausalNode
-from .._txn import Transaction
-from .._vocab import Vocabulary
 from ..control.tasks import run_entry, stage_entry
+from ..core import scopes
+from ..core.errors import Conflict, InvalidNode, NotFound, TetherError
+from ..core.graph import CausalNode
+from ..core.messages import Model, ModelRequest, ModelResponse
+from ..core.vocab import Vocabulary
 from ..crypto import bind_thread, erased_placeholders
-from ..memory import Variables, load_conversation
-from ..models._errors import ModelError
-from ..models._types import Model, ModelRequest, ModelResponse
-from ..store._base import Head, Store
-from . import _memory_api
-from ._errors import AgentError, ApprovalError, RunSuspendedError, SpecError
+from ..models.errors import ModelError
+from ..projections import Variables, load_conversation
+from ..store.base import Head, Store
+from ..store.txn import Transaction
+from . import agent_memory_api as _memory_api
+from .agent_memory_tools import MemoryTools
 from .credentials import (
     CredentialError,
     CredentialProvider,
@@ -66,7 +66,7 @@ from .credentials import (
     resolve_credentials,
     split_context,
 )
-from .memory_tools import MemoryTools
+from .errors import AgentError, ApprovalError, RunSuspendedError, SpecError
 from .plan import (
     Call,
     Fail,

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .._graph import CausalNode
+from ..core.graph import CausalNode
 from .results import PendingApproval, RunError
 
 __all__ = [

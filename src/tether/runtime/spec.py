@@ -60,10 +60,10 @@ from typing import Any, ClassVar, Final, TypeAlias
 
 import yaml
 
-from .._errors import InvalidRequest
-from ..memory import TYPES as VAR_TYPES
-from ..memory import VAR_SCOPES, Buffer, Policy, VarDecl, policy_from_dict
-from ._errors import SpecError
+from ..core.errors import InvalidRequest
+from ..projections import TYPES as VAR_TYPES
+from ..projections import VAR_SCOPES, Buffer, Policy, VarDecl, policy_from_dict
+from .errors import SpecError
 from .templates import Condition, Template
 from .tools import Tool
 
@@ -113,7 +113,7 @@ class LLMNode:
     """A model call loop: prompt, conversation (memory policy), tools, until an answer.
 
     ``tools``: tool names offered (None: every tool of the agent). ``memory``: a
-    policy of ``tether.memory`` or its dict form (None: the whole buffer).
+    policy of ``tether.projections`` or its dict form (None: the whole buffer).
     ``input``: what this node is fed when an edge enters it (default: the previous
     node's output). ``model``: a key of ``Agent(models=...)`` (None: the agent's model).
     """
@@ -437,7 +437,7 @@ class Spec:
 
     @property
     def var_decls(self) -> tuple[VarDecl, ...]:
-        """The variables the var nodes declare, as ``tether.memory.VarDecl``."""
+        """The variables the var nodes declare, as ``tether.projections.VarDecl``."""
         return self._decls
 
     def loop_of(self, node: str) -> str | None:

@@ -27,7 +27,7 @@ import jinja2
 from jinja2 import StrictUndefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from ._errors import ConditionError, SpecError, TemplateError
+from .errors import ConditionError, SpecError, TemplateError
 
 __all__ = ["Condition", "Template", "environment"]
 

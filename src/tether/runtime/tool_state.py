@@ -34,9 +34,9 @@ import weakref
 from collections.abc import Coroutine
 from typing import Any, Final, Literal, TypeVar
 
-from .._errors import InvalidRequest
-from .._txn import Transaction, transact
-from ..store._base import Store
+from ..core.errors import InvalidRequest
+from ..store.base import Store
+from ..store.txn import Transaction, transact
 from .tools import jsonable
 
 __all__ = [

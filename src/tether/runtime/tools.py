@@ -40,8 +40,8 @@ from typing import Any, Final, TypeVar, overload
 
 import orjson
 
-from ..models._types import ToolSpec
-from ._errors import ToolDefinitionError
+from ..core.messages import ToolSpec
+from .errors import ToolDefinitionError
 
 __all__ = ["INJECTED", "Tool", "ToolArgumentsError", "as_tool", "json_schema", "tool"]
 

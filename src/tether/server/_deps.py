@@ -23,8 +23,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.responses import Response
 
 from .. import control
-from .._errors import NotFound
 from ..control.types import StateOperationRequest
+from ..core.errors import NotFound
 from ..runtime.agent import Agent
 from ..store import Store, open_store
 from ._http import json_response
@@ -47,7 +47,7 @@ ThreadPath = Annotated[str, Path(min_length=1, max_length=200)]
 
 AgentFactory: TypeAlias = Callable[..., Agent]
 """Builds an agent over the server's store: ``factory(store, namespace)``, or
-``factory(store)`` for an agent of one namespace (``tether.demo:agent``)."""
+``factory(store)`` for an agent of one namespace (``tether.cli.demo:agent``)."""
 
 _MAX_AGENTS: Final = 256
 

@@ -12,7 +12,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._errors import (
+from ..core.errors import (
     Conflict,
     InvalidNode,
     InvalidRequest,
@@ -21,8 +21,8 @@ from .._errors import (
     StoreError,
     TetherError,
 )
-from ..crypto._errors import CipherError, KeyErased, MissingKey, WrongKey
-from ..models._errors import ModelError
+from ..crypto.errors import CipherError, KeyErased, MissingKey, WrongKey
+from ..models.errors import ModelError
 from .auth import Forbidden, Unauthorized
 from .limits import TooLarge
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
-from .._errors import SNAPSHOT_CODES
-from .._graph import KINDS
 from ..control.tasks import RUN_STATUSES
 from ..control.types import MAX_PAGE, STORES, STRATEGIES
+from ..core.errors import SNAPSHOT_CODES
+from ..core.graph import KINDS
 from .auth import GRANTS
 
 __all__ = ["COMPONENTS", "ref"]

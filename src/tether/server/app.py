@@ -40,7 +40,7 @@ from starlette.responses import FileResponse, Response
 from starlette.staticfiles import StaticFiles
 
 from .. import __version__
-from .._errors import InvalidRequest, TetherError
+from ..core.errors import InvalidRequest, TetherError
 from ..runtime.agent import Agent
 from ..store import Store
 from . import routes_agent, routes_ns, routes_state, routes_tasks

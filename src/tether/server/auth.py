@@ -41,7 +41,7 @@ from typing import Any, Final
 import orjson
 import yaml
 
-from .._errors import TetherError
+from ..core.errors import TetherError
 
 __all__ = [
     "ENV_TOKEN",

@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from .._errors import InvalidRequest, TetherError
+from ..core.errors import InvalidRequest, TetherError
 from .limits import DEFAULT_MAX_BODY
 
 __all__ = ["load_agent", "serve"]

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import orjson
 
-from .._errors import InvalidRequest, TetherError
+from ..core.errors import InvalidRequest, TetherError
 
 __all__ = ["DEFAULT_MAX_BODY", "BodyLimit", "TooLarge"]
 

@@ -20,9 +20,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from .._errors import InvalidRequest
+from ..core.errors import InvalidRequest
+from ..core.scopes import thread as thread_scope
 from ..runtime.agent import Agent
-from ..scopes import thread as thread_scope
 from ._deps import ThreadAt, need
 from ._http import json_object, json_response, read_json
 from .openapi import errors, ok, request_body

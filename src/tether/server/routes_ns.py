@@ -25,12 +25,13 @@ from typing import Annotated, Final
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response, StreamingResponse
 
-from .. import control, scopes
-from .._errors import InvalidRequest
+from .. import control
 from ..control.types import MAX_PAGE, StateOperationRequest
+from ..core import scopes
+from ..core.errors import InvalidRequest
 from ..crypto import erased_placeholders
-from ..memory.execution import execution_view
-from ..store._base import check_name
+from ..projections.execution import execution_view
+from ..store.base import check_name
 from ._deps import NamespaceAt, NamespacePath, ThreadAt, ThreadPath, need
 from ._http import json_object, json_response, read_json
 from .openapi import errors, ok, request_body

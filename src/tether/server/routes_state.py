@@ -16,8 +16,8 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from .. import control
-from .._errors import NotFound
 from ..control.types import OPERATIONS, StateOperationRequest
+from ..core.errors import NotFound
 from ._deps import need, server_of
 from ._http import json_object, json_response, read_json
 from .auth import Token

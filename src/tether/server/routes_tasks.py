@@ -21,9 +21,10 @@ from typing import Annotated, Final
 from fastapi import APIRouter, Query
 from starlette.responses import Response
 
-from .. import control, scopes
+from .. import control
 from ..control.tasks import MAX_RUNS, RUN_STATUSES
-from ..store._base import check_name
+from ..core import scopes
+from ..store.base import check_name
 from ._deps import NamespaceAt, ThreadAt, need
 from ._http import json_response
 from .openapi import errors, ok

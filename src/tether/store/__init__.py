@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._errors import InvalidRequest
-from ._base import (
+from ..core.errors import InvalidRequest
+from .base import (
     DuplicateNodes,
     Head,
     JsonCodec,
@@ -54,7 +54,7 @@ async def _open_backend(url: str, **options: Any) -> Store:
         raise InvalidRequest(f"a store URL is a non-empty string, got {url!r}")
     scheme = url.split("://", 1)[0].lower() if "://" in url else "sqlite"
     if scheme == "memory":
-        from .memory import MemoryStore
+        from .in_memory import MemoryStore
 
         return MemoryStore(url, **options)
     if scheme == "sqlite":

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from .._errors import InvalidNode
+from ..core.errors import InvalidNode
 
 # Frozen: these integers are stored in every node row. Append new kinds at the end.
 KIND_CODES: Final[tuple[str, ...]] = (

@@ -29,9 +29,19 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 
-from .._errors import Conflict, InvalidRequest, StoreError
-from .._graph import CausalNode, new_node
-from ._base import (
+from ..core.errors import Conflict, InvalidRequest, StoreError
+from ..core.graph import CausalNode, new_node
+from ._postgres_schema import LATEST, MIGRATIONS
+from ._sql import (
+    KIND_CODE,
+    KIND_CODES,
+    created_at_text,
+    created_at_value,
+    pack_ids,
+    prefix_upper,
+    unpack_ids,
+)
+from .base import (
     DuplicateNodes,
     Head,
     JsonCodec,
@@ -43,16 +53,6 @@ from ._base import (
     check_name,
     check_writes,
     conflict,
-)
-from ._postgres_schema import LATEST, MIGRATIONS
-from ._sql import (
-    KIND_CODE,
-    KIND_CODES,
-    created_at_text,
-    created_at_value,
-    pack_ids,
-    prefix_upper,
-    unpack_ids,
 )
 
 T = TypeVar("T")

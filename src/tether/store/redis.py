@@ -25,10 +25,10 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("the Redis backend needs redis-py: pip install 'tether[redis]'") from e
 
-from .._errors import InvalidRequest, StoreError
-from .._graph import CausalNode, new_node
+from ..core.errors import InvalidRequest, StoreError
+from ..core.graph import CausalNode, new_node
 from . import _redis_lua as lua
-from ._base import (
+from .base import (
     DuplicateNodes,
     Head,
     PayloadCodec,

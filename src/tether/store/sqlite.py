@@ -40,9 +40,19 @@ from urllib.parse import parse_qsl, unquote
 
 import orjson
 
-from .._errors import InvalidRequest, StoreError
-from .._graph import CausalNode, new_node
-from ._base import (
+from ..core.errors import InvalidRequest, StoreError
+from ..core.graph import CausalNode, new_node
+from ._sql import (
+    KIND_CODE,
+    KIND_CODES,
+    created_at_text,
+    created_at_value,
+    pack_ids,
+    prefix_upper,
+    unpack_ids,
+)
+from ._sqlite_schema import LATEST, MIGRATIONS
+from .base import (
     DuplicateNodes,
     Head,
     JsonCodec,
@@ -55,16 +65,6 @@ from ._base import (
     check_writes,
     conflict,
 )
-from ._sql import (
-    KIND_CODE,
-    KIND_CODES,
-    created_at_text,
-    created_at_value,
-    pack_ids,
-    prefix_upper,
-    unpack_ids,
-)
-from ._sqlite_schema import LATEST, MIGRATIONS
 
 T = TypeVar("T")
 

@@ -1,1 +1,0 @@
-"""Internals of the ``tether`` command (see ``tether.cli``)."""

@@ -1,0 +1,59 @@
+"""Paged reads shared by the views (the store answers at most ``limit`` nodes a call)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..core.graph import CausalNode
+from ..store.base import Store
+
+PAGE = 1000
+
+
+async def read_nodes(
+    store: Store, namespace: str, scope: str, *, after: int, before: int
+) -> list[CausalNode]:
+    """Every node with after < sequence < before, oldest first, in pages."""
+    out: list[CausalNode] = []
+    cursor = after
+    while cursor < before - 1:
+        batch = await store.nodes(namespace, scope, after=cursor, before=before, limit=PAGE)
+        if not batch:
+            break
+        out.extend(batch)
+        cursor = batch[-1].sequence
+        if len(batch) < PAGE:
+            break
+    return out
+
+
+async def read_tail(
+    store: Store,
+    namespace: str,
+    scope: str,
+    *,
+    after: int,
+    before: int,
+    enough: Callable[[list[CausalNode]], bool],
+    first_page: int = 64,
+) -> list[CausalNode]:
+    """Nodes read newest first in growing pages until ``enough(nodes_oldest_first)``.
+
+    Returns the nodes read, oldest first: a suffix of (after, before).
+    """
+    newest_first: list[CausalNode] = []
+    upper = before
+    page = first_page
+    while True:
+        batch = await store.nodes(
+            namespace, scope, after=after, before=upper, limit=page, descending=True
+        )
+        newest_first.extend(batch)
+        nodes = newest_first[::-1]
+        # ``enough`` runs on the last page too, so a caller may keep what it computed.
+        if enough(nodes) or len(batch) < page:
+            return nodes
+        upper = batch[-1].sequence
+        # Doubling pages keeps the number of round trips logarithmic and the
+        # re-projection of what was read linear overall.
+        page = min(page * 2, PAGE)

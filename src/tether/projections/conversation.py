@@ -1,0 +1,219 @@
+"""Loading the conversation view of one LLM node of a thread (SPEC §3).
+
+The view is ``[system prompt] + [summary] + messages``:
+
+* the system prompt is the newest ``system:<llm>`` resource (an indexed read);
+* the summary is the newest ``semantic:summary:<llm>`` node (indexed); when it holds
+  a summary, only nodes after its ``through`` are read, so the cost of a view does
+  not grow with the history the summary stands for;
+* messages come from ``projection.project`` and the policy picks whole units.
+
+``window`` and ``tokens`` read the thread from its tail in growing pages and stop
+as soon as the policy's choice cannot change; ``buffer`` and ``summary`` read
+everything after the summary. ``summary`` compacts (writes a summary node through
+``compaction.compact``) once more than ``threshold`` messages follow the latest
+summary, so the model is asked once per threshold, not on every load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import scopes
+from ..core.errors import InvalidRequest
+from ..core.messages import Message, Model
+from ..store.base import Store
+from ._reads import read_nodes, read_tail
+from .policies import (
+    Buffer,
+    Policy,
+    Summary,
+    Tokens,
+    Window,
+    policy_from_dict,
+    select_tokens,
+    select_window,
+)
+from .projection import (
+    SummaryContent,
+    Unit,
+    count_messages,
+    flatten,
+    project,
+    summary_key,
+    summary_message,
+    system_key,
+)
+from .tokens import default_counter, messages_tokens
+
+__all__ = ["ConversationView", "check_llm", "conversation_view", "load_conversation"]
+
+_BUFFER = Buffer()
+
+
+def check_llm(llm: object) -> str:
+    if not isinstance(llm, str) or not llm or len(llm) > 200 or "\n" in llm:
+        raise InvalidRequest(
+            f"llm must be an LLM node name (1-200 characters), got {llm!r}", field="llm"
+        )
+    return llm
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConversationView:
+    """A loaded view: the messages plus where they came from."""
+
+    messages: list[Message]
+    kept: int  # messages after the system prompt and summary
+    summary: SummaryContent | None = None
+    summary_node: str | None = None
+    sequence: int = 0  # the thread's last sequence when the view was read
+    units: tuple[Unit, ...] = field(default=(), repr=False)
+
+
+async def _load(
+    store: Store,
+    namespace: str,
+    scope: str,
+    llm: str,
+    policy: Policy,
+    run: str | None,
+) -> ConversationView:
+    summary_node = await store.resource_head(namespace, scope, summary_key(llm))
+    system_node = await store.resource_head(namespace, scope, system_key(llm))
+    head = await store.head(namespace, scope)
+    summary = (
+        SummaryContent.parse(summary_node.payload.get("content"))
+        if summary_node is not None and isinstance(summary_node.payload, dict)
+        else None
+    )
+    prefix: list[Message] = []
+    if system_node is not None and isinstance(system_node.payload, dict):
+        content = system_node.payload.get("content")
+        if isinstance(content, str):
+            prefix.append({"role": "system", "content": content})
+    if summary is not None and summary.text:
+        prefix.append(summary_message(summary.text))
+    after = summary.through if summary is not None else 0
+    before = head.sequence + 1
+
+    if isinstance(policy, Window | Tokens):
+        # Window and tokens read the tail in growing pages until the policy's choice
+        # stops at a unit inside what was read (older nodes cannot change it then).
+        if isinstance(policy, Window):
+            size = policy.size
+
+            def choose(units: list[Unit]) -> int:
+                return select_window(units, size)
+
+            first_page = max(64, 4 * size)
+        else:
+            counter = policy.counter or default_counter()
+            budget = policy.max_tokens - messages_tokens(prefix, counter)
+            keep = policy.preserve_recent
+
+            def choose(units: list[Unit]) -> int:
+                return select_tokens(units, budget, keep, counter)
+
+            first_page = 64
+        last: list[tuple[int, list[Unit], int]] = []  # (nodes projected, units, start)
+
+        def enough(nodes: list[Any]) -> bool:
+            units = project(nodes, llm=llm, run=run)
+            last[:] = [(len(nodes), units, choose(units))]
+            return last[0][2] > 0
+
+        nodes = await read_tail(
+            store,
+            namespace,
+            scope,
+            after=after,
+            before=before,
+            enough=enough,
+            first_page=first_page,
+        )
+        if last and last[0][0] == len(nodes):
+            _, units, start = last[0]
+        else:
+            units = project(nodes, llm=llm, run=run)
+            start = choose(units)
+        units = units[start:]
+    else:
+        nodes = await read_nodes(store, namespace, scope, after=after, before=before)
+        units = project(nodes, llm=llm, run=run)
+    return ConversationView(
+        messages=prefix + flatten(units),
+        kept=count_messages(units),
+        summary=summary,
+        summary_node=summary_node.id if summary_node is not None and summary else None,
+        sequence=head.sequence,
+        units=tuple(units),
+    )
+
+
+async def conversation_view(
+    store: Store,
+    namespace: str,
+    thread_id: str,
+    *,
+    llm: str = "agent",
+    policy: Policy | Mapping[str, Any] | str = _BUFFER,
+    run: str | None = None,
+    model: Model | None = None,
+) -> ConversationView:
+    """Like ``load_conversation`` but returns the ``ConversationView`` (counts, summary)."""
+    scope = scopes.thread(thread_id)
+    check_llm(llm)
+    if run is not None and (not isinstance(run, str) or not run):
+        raise InvalidRequest(f"run must be a run id string or None, got {run!r}", field="run")
+    pol = (
+        policy
+        if isinstance(policy, Buffer | Window | Summary | Tokens)
+        else policy_from_dict(policy)
+    )
+    view = await _load(store, namespace, scope, llm, pol, run)
+    if isinstance(pol, Summary) and view.kept > pol.threshold:
+        from .compaction import compact  # compaction builds on this module's reads
+
+        result = await compact(
+            store,
+            namespace,
+            thread_id,
+            llm=llm,
+            strategy="summary",
+            max_messages=pol.threshold,
+            preserve_recent=pol.keep,
+            summary_max_tokens=pol.max_tokens,
+            model=pol.model or model,
+        )
+        if result.compacted:
+            view = await _load(store, namespace, scope, llm, pol, run)
+    return view
+
+
+async def load_conversation(
+    store: Store,
+    namespace: str,
+    thread_id: str,
+    *,
+    llm: str = "agent",
+    policy: Policy | Mapping[str, Any] | str = _BUFFER,
+    run: str | None = None,
+    model: Model | None = None,
+) -> list[Message]:
+    """The messages ``llm`` sees next in thread ``thread_id``, under ``policy``.
+
+    ``run`` is the run in progress: its nodes are included though it has no answer
+    yet. Other runs without an answer keep only their receipts (completed tool calls
+    with their results); see ``projection``. ``model`` writes summaries for the
+    ``summary`` policy when the policy names none (else an extractive summary).
+
+    With the ``summary`` policy this may write a summary node (its own commit): call
+    it before opening the transaction of the step that will use the messages.
+    """
+    view = await conversation_view(
+        store, namespace, thread_id, llm=llm, policy=policy, run=run, model=model
+    )
+    return view.messages

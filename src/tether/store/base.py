@@ -1,0 +1,303 @@
+"""The storage contract: a few async methods over nodes and scope heads (SPEC §5).
+
+All graph logic (identity, frontier, resource chaining, validation) lives in the
+core; a backend stores nodes and each scope's head and answers indexed reads.
+
+A scope is a string: ``app``, ``user:<id>`` or ``thread:<id>`` (see ``tether.core.scopes``).
+A namespace (tenant) holds scopes; nothing crosses namespaces.
+
+Invariants every backend keeps (the conformance suite checks each one):
+
+* ``commit`` is atomic across all its writes: either every node and head lands or
+  nothing does.
+* Each write names the head (generation, sequence) it was computed against; if
+  the stored head differs, ``Conflict`` is raised and nothing is written.
+* Node ids are unique per scope; a write holding an id the scope already has
+  raises ``DuplicateNodes`` (a Conflict) and writes nothing.
+* ``reset_scope`` deletes a scope's nodes and bumps its generation, so writers
+  that computed against the old generation fail.
+* Appends cost O(new nodes): nothing is read back or rewritten.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Protocol
+
+import orjson
+
+from ..core.errors import Conflict, InvalidNode, InvalidRequest
+from ..core.graph import ID_PATTERN, KINDS, CausalNode
+
+_NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
+_id_ok = ID_PATTERN.fullmatch
+
+
+_valid_names: set[str] = set()  # names that passed: a process uses few, again and again
+
+
+def check_name(what: str, value: object) -> str:
+    """Namespaces and scope names: 1-256 printable characters."""
+    if type(value) is str and value in _valid_names:
+        return value
+    # fullmatch, not match: ``$`` would also accept a trailing newline.
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise InvalidRequest(
+            f"{what} must be 1-256 printable characters, got {value!r}", field=what
+        )
+    if type(value) is str:
+        if len(_valid_names) >= 4096:
+            _valid_names.clear()
+        _valid_names.add(value)
+    return value
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Head:
+    """Where a scope stands: its generation (bumped by reset), last sequence and frontier."""
+
+    generation: int = 0
+    sequence: int = 0
+    frontier: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScopeWrite:
+    """New nodes for one scope, computed against ``expected`` (generation, sequence).
+
+    ``nodes`` carry sequences expected.sequence+1 ... contiguous; ``frontier`` is
+    the scope's frontier after them. A write with no nodes writes nothing: it only
+    asserts that the scope still stands at the expected head (a read dependency),
+    and its ``frontier`` is ignored.
+    """
+
+    scope: str
+    expected_generation: int
+    expected_sequence: int
+    nodes: tuple[CausalNode, ...]
+    frontier: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScopeInfo:
+    scope: str
+    generation: int
+    sequence: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScopeStats:
+    nodes: int
+    payload_bytes: int
+    kinds: dict[str, int]
+
+
+class DuplicateNodes(Conflict):
+    """A commit held node ids the scope already has. Nothing was written.
+
+    The transaction layer resolves it (the existing nodes win: append is idempotent).
+    """
+
+    default_code = "duplicate_nodes"
+
+    @property
+    def ids(self) -> list[str]:
+        v = self.details.get("ids")
+        return list(v) if isinstance(v, list | tuple) else []
+
+
+class PayloadCodec(Protocol):
+    """How payloads become stored bytes and back. The cipher of ``tether.crypto`` is one."""
+
+    def encode(self, namespace: str, scope: str, payload: Any) -> bytes: ...
+
+    def decode(self, namespace: str, scope: str, data: bytes) -> Any: ...
+
+
+class JsonCodec:
+    """The default codec: compact JSON via orjson."""
+
+    def encode(self, namespace: str, scope: str, payload: Any) -> bytes:
+        return orjson.dumps(payload)
+
+    def decode(self, namespace: str, scope: str, data: bytes) -> Any:
+        return orjson.loads(data)
+
+
+def check_writes(namespace: str, writes: Sequence[ScopeWrite]) -> None:
+    """Check a commit's shape before anything is written; every backend calls it first.
+
+    Raises InvalidRequest (bad names, a scope written twice, bad expected head) or
+    InvalidNode (malformed node: id, parents, kind, sequence not contiguous). A
+    write with no nodes only asserts that its scope's head has not moved.
+    """
+    check_name("namespace", namespace)
+    seen: set[str] = set()
+    for w in writes:
+        if not isinstance(w, ScopeWrite):
+            raise InvalidRequest(f"commit takes ScopeWrite objects, got {type(w).__name__}")
+        check_name("scope", w.scope)
+        if w.scope in seen:
+            raise InvalidRequest(
+                f"scope {w.scope!r} appears twice in one commit; put all its nodes in one write",
+                field="writes",
+            )
+        seen.add(w.scope)
+        for what, v in (("generation", w.expected_generation), ("sequence", w.expected_sequence)):
+            if type(v) is not int or v < 0:
+                raise InvalidRequest(
+                    f"expected {what} must be an integer >= 0, got {v!r}", field=what
+                )
+        ids: set[str] = set()  # ids of this write, each checked once
+        seq = w.expected_sequence
+        for n in w.nodes:
+            seq += 1
+            if not isinstance(n, CausalNode):
+                raise InvalidNode(f"a write holds CausalNode objects, got {type(n).__name__}")
+            nid = n.id
+            if not isinstance(nid, str) or not _id_ok(nid):
+                raise InvalidNode(f"node id {nid!r} is not cw_ + 24 hex digits", code="shape")
+            if nid in ids:
+                raise InvalidNode(f"node {nid} appears twice in one write", code="duplicate_id")
+            if n.kind not in KINDS:
+                raise InvalidNode(f"unknown kind {n.kind!r}", code="kind")
+            if n.sequence != seq:
+                raise InvalidNode(
+                    f"node {nid} has sequence {n.sequence!r}; a write computed against "
+                    f"sequence {w.expected_sequence} carries {w.expected_sequence + 1}, "
+                    f"{w.expected_sequence + 2}, ... in order",
+                    code="sequence",
+                )
+            parents = n.parents
+            # A parent that is an earlier node of this write was checked as its id.
+            if not isinstance(parents, tuple) or not all(
+                isinstance(p, str) and (p in ids or _id_ok(p)) for p in parents
+            ):
+                raise InvalidNode(f"node {nid} has malformed parents", code="shape")
+            ids.add(nid)
+            if not isinstance(n.created_at, str):
+                raise InvalidNode(f"node {nid} has a non-string createdAt", code="created_at")
+            if n.resource_key is not None and (
+                not isinstance(n.resource_key, str) or not n.resource_key
+            ):
+                raise InvalidNode(f"node {nid} has an invalid resource key", code="shape")
+        if not all(isinstance(f, str) and (f in ids or _id_ok(f)) for f in w.frontier):
+            raise InvalidNode(f"the frontier of {w.scope!r} holds a malformed id", code="frontier")
+
+
+def conflict(
+    namespace: str, scope: str, expected: tuple[int, int], actual: tuple[int, int]
+) -> Conflict:
+    return Conflict(
+        f"scope {scope!r} moved: computed against generation {expected[0]} sequence {expected[1]}, "
+        f"now at generation {actual[0]} sequence {actual[1]}; reload and retry",
+        namespace=namespace,
+        scope=scope,
+        expected=list(expected),
+        actual=list(actual),
+    )
+
+
+class Store(ABC):
+    """The async storage contract. Create one with ``tether.open_store(url)``."""
+
+    url: str = ""
+    codec: PayloadCodec
+
+    def __init__(self, *, codec: PayloadCodec | None = None) -> None:
+        self.codec = codec or JsonCodec()
+
+    # -- writing -----------------------------------------------------------------
+
+    @abstractmethod
+    async def commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
+        """Append to one or several scopes of ``namespace`` in one atomic transaction.
+
+        Call ``check_writes`` first. Raises ``Conflict`` if any scope's head differs
+        from its write's expected head, ``DuplicateNodes`` if a scope already holds
+        one of the ids; in both cases nothing from any scope is written.
+        """
+
+    @abstractmethod
+    async def reset_scope(self, namespace: str, scope: str) -> Head:
+        """Delete the scope's nodes and bump its generation; return the new head."""
+
+    @abstractmethod
+    async def delete_namespace(self, namespace: str) -> int:
+        """Reset every scope of the namespace; return how many scopes held nodes."""
+
+    # -- reading -----------------------------------------------------------------
+
+    @abstractmethod
+    async def head(self, namespace: str, scope: str) -> Head:
+        """The scope's head; ``Head()`` (generation 0, sequence 0) if it never existed."""
+
+    @abstractmethod
+    async def nodes(
+        self,
+        namespace: str,
+        scope: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 1000,
+        descending: bool = False,
+    ) -> list[CausalNode]:
+        """Nodes with after < sequence < before, ordered by sequence, at most ``limit``.
+
+        ``descending=True`` returns the newest first (for tail reads such as a window view).
+        """
+
+    @abstractmethod
+    async def get_nodes(
+        self, namespace: str, scope: str, ids: Sequence[str]
+    ) -> dict[str, CausalNode]:
+        """The nodes with these ids that the scope holds (missing ids are left out)."""
+
+    @abstractmethod
+    async def resource_head(self, namespace: str, scope: str, key: str) -> CausalNode | None:
+        """The current (newest) node of one resource key."""
+
+    @abstractmethod
+    async def resource_heads(
+        self, namespace: str, scope: str, prefix: str = ""
+    ) -> dict[str, CausalNode]:
+        """Current node of every resource key starting with ``prefix`` (indexed, not scanned)."""
+
+    @abstractmethod
+    async def versions(
+        self, namespace: str, scope: str, key: str, *, limit: int = 1000
+    ) -> list[CausalNode]:
+        """Every version of one resource key, oldest first."""
+
+    @abstractmethod
+    async def list_namespaces(self, *, after: str | None = None, limit: int = 100) -> list[str]:
+        """Namespaces that hold at least one non-empty scope, sorted, paged by ``after``."""
+
+    @abstractmethod
+    async def list_scopes(
+        self, namespace: str, *, prefix: str = "", after: str | None = None, limit: int = 100
+    ) -> list[ScopeInfo]:
+        """Non-empty scopes of a namespace whose name starts with ``prefix``, sorted, paged."""
+
+    @abstractmethod
+    async def stats(self, namespace: str, scope: str) -> ScopeStats:
+        """Node count, stored payload bytes and nodes per kind of one scope."""
+
+    async def close(self) -> None:  # noqa: B027 - optional for backends with nothing to release
+        """Release connections. The store is unusable afterwards."""
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

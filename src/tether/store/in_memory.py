@@ -1,0 +1,207 @@
+"""The in-memory backend (``memory://``): for tests and single-process use.
+
+Payloads go through the codec like every other backend, so a caller mutating a
+payload it read cannot change stored state, and encryption applies here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..core.graph import CausalNode
+from .base import (
+    DuplicateNodes,
+    Head,
+    PayloadCodec,
+    ScopeInfo,
+    ScopeStats,
+    ScopeWrite,
+    Store,
+    check_name,
+    check_writes,
+    conflict,
+)
+
+
+@dataclass
+class _Scope:
+    generation: int = 0
+    frontier: tuple[str, ...] = ()
+    nodes: list[tuple[CausalNode, bytes]] = field(default_factory=list)  # payload=None, bytes
+    by_id: dict[str, int] = field(default_factory=dict)  # id -> index
+    heads: dict[str, int] = field(default_factory=dict)  # resource key -> index
+    versions: dict[str, list[int]] = field(default_factory=dict)
+
+
+class MemoryStore(Store):
+    def __init__(self, url: str = "memory://", *, codec: PayloadCodec | None = None) -> None:
+        super().__init__(codec=codec)
+        self.url = url
+        self._data: dict[str, dict[str, _Scope]] = {}
+        self._lock = asyncio.Lock()
+
+    def _scope(self, namespace: str, scope: str) -> _Scope | None:
+        return self._data.get(namespace, {}).get(scope)
+
+    def _out(self, namespace: str, scope: str, entry: tuple[CausalNode, bytes]) -> CausalNode:
+        node, data = entry
+        return dataclasses.replace(node, payload=self.codec.decode(namespace, scope, data))
+
+    async def commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
+        check_writes(namespace, writes)
+        async with self._lock:
+            ns = self._data.get(namespace, {})
+            # Check everything first so that a failure writes nothing.
+            for w in writes:
+                sc = ns.get(w.scope) or _Scope()
+                actual = (sc.generation, len(sc.nodes))
+                if actual != (w.expected_generation, w.expected_sequence):
+                    raise conflict(
+                        namespace, w.scope, (w.expected_generation, w.expected_sequence), actual
+                    )
+                dup = [n.id for n in w.nodes if n.id in sc.by_id]
+                if dup:
+                    raise DuplicateNodes(
+                        f"scope {w.scope!r} already holds {len(dup)} of these nodes",
+                        namespace=namespace,
+                        scope=w.scope,
+                        ids=dup,
+                    )
+            encoded = [
+                [
+                    (
+                        dataclasses.replace(n, payload=None),
+                        self.codec.encode(namespace, w.scope, n.payload),
+                    )
+                    for n in w.nodes
+                ]
+                for w in writes
+            ]
+            ns = self._data.setdefault(namespace, {})
+            for w, enc in zip(writes, encoded, strict=True):
+                if not enc:  # a head assertion only
+                    continue
+                sc = ns.setdefault(w.scope, _Scope())
+                for entry in enc:
+                    idx = len(sc.nodes)
+                    sc.nodes.append(entry)
+                    node = entry[0]
+                    sc.by_id[node.id] = idx
+                    if node.resource_key is not None:
+                        sc.heads[node.resource_key] = idx
+                        sc.versions.setdefault(node.resource_key, []).append(idx)
+                sc.frontier = tuple(w.frontier)
+
+    async def reset_scope(self, namespace: str, scope: str) -> Head:
+        check_name("namespace", namespace)
+        check_name("scope", scope)
+        async with self._lock:
+            ns = self._data.setdefault(namespace, {})
+            old = ns.get(scope)
+            gen = (old.generation if old else 0) + 1
+            ns[scope] = _Scope(generation=gen)
+            return Head(generation=gen)
+
+    async def delete_namespace(self, namespace: str) -> int:
+        check_name("namespace", namespace)
+        async with self._lock:
+            ns = self._data.get(namespace, {})
+            count = 0
+            for name, sc in list(ns.items()):
+                count += bool(sc.nodes)
+                ns[name] = _Scope(generation=sc.generation + 1)
+            return count
+
+    async def head(self, namespace: str, scope: str) -> Head:
+        sc = self._scope(namespace, scope)
+        if sc is None:
+            return Head()
+        return Head(generation=sc.generation, sequence=len(sc.nodes), frontier=sc.frontier)
+
+    async def nodes(
+        self,
+        namespace: str,
+        scope: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 1000,
+        descending: bool = False,
+    ) -> list[CausalNode]:
+        sc = self._scope(namespace, scope)
+        if sc is None or limit <= 0:
+            return []
+        lo = max(after, 0)  # index of sequence after+1
+        hi = len(sc.nodes) if before is None else min(max(before - 1, 0), len(sc.nodes))
+        if lo >= hi:
+            return []
+        if descending:
+            picked = sc.nodes[max(lo, hi - limit) : hi][::-1]
+        else:
+            picked = sc.nodes[lo : min(hi, lo + limit)]
+        return [self._out(namespace, scope, e) for e in picked]
+
+    async def get_nodes(
+        self, namespace: str, scope: str, ids: Sequence[str]
+    ) -> dict[str, CausalNode]:
+        sc = self._scope(namespace, scope)
+        if sc is None:
+            return {}
+        return {i: self._out(namespace, scope, sc.nodes[sc.by_id[i]]) for i in ids if i in sc.by_id}
+
+    async def resource_head(self, namespace: str, scope: str, key: str) -> CausalNode | None:
+        sc = self._scope(namespace, scope)
+        if sc is None or key not in sc.heads:
+            return None
+        return self._out(namespace, scope, sc.nodes[sc.heads[key]])
+
+    async def resource_heads(
+        self, namespace: str, scope: str, prefix: str = ""
+    ) -> dict[str, CausalNode]:
+        sc = self._scope(namespace, scope)
+        if sc is None:
+            return {}
+        return {
+            k: self._out(namespace, scope, sc.nodes[i])
+            for k, i in sorted(sc.heads.items())
+            if k.startswith(prefix)
+        }
+
+    async def versions(
+        self, namespace: str, scope: str, key: str, *, limit: int = 1000
+    ) -> list[CausalNode]:
+        sc = self._scope(namespace, scope)
+        if sc is None:
+            return []
+        return [self._out(namespace, scope, sc.nodes[i]) for i in sc.versions.get(key, [])[:limit]]
+
+    async def list_namespaces(self, *, after: str | None = None, limit: int = 100) -> list[str]:
+        names = sorted(n for n, ns in self._data.items() if any(sc.nodes for sc in ns.values()))
+        start = 0 if after is None else bisect.bisect_right(names, after)
+        return names[start : start + limit]
+
+    async def list_scopes(
+        self, namespace: str, *, prefix: str = "", after: str | None = None, limit: int = 100
+    ) -> list[ScopeInfo]:
+        ns = self._data.get(namespace, {})
+        names = sorted(k for k, sc in ns.items() if sc.nodes and k.startswith(prefix))
+        start = 0 if after is None else bisect.bisect_right(names, after)
+        return [
+            ScopeInfo(scope=k, generation=ns[k].generation, sequence=len(ns[k].nodes))
+            for k in names[start : start + limit]
+        ]
+
+    async def stats(self, namespace: str, scope: str) -> ScopeStats:
+        sc = self._scope(namespace, scope)
+        if sc is None:
+            return ScopeStats(nodes=0, payload_bytes=0, kinds={})
+        kinds: dict[str, int] = {}
+        for n, _ in sc.nodes:
+            kinds[n.kind] = kinds.get(n.kind, 0) + 1
+        return ScopeStats(
+            nodes=len(sc.nodes), payload_bytes=sum(len(b) for _, b in sc.nodes), kinds=kinds
+        )

@@ -47,6 +47,7 @@ from langgraph.checkpoint.conformance.test_utils import (
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from tether import InvalidRequest
+from tether.adapters._lg_codec import array_header, join_array, split_items
 from tether.adapters.langgraph import TetherSaver
 from tether.store import Store, open_store
 from tether.store.in_memory import MemoryStore
@@ -567,3 +568,45 @@ def test_sync_calls_run_in_the_callers_thread(tmp_path: Path) -> None:
             assert seen == [threading.current_thread()]
             got = saver.get_tuple(cfg)
             assert got is not None and got.checkpoint["channel_values"]["messages"] == msgs
+
+
+# -- lists cut from one serializer call ------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=st.lists(values, max_size=20))
+def test_a_serialized_list_cuts_into_its_elements(items: list[Any]) -> None:
+    """msgpack is context-free: the cut bytes of element i decode to element i, and
+    joining them back decodes to the list (the read path's one serializer call)."""
+    serde = TetherSaver(MemoryStore()).serde
+    t, b = serde.dumps_typed(items)
+    head = array_header(b)
+    assert t == "msgpack" and head is not None and head[0] == len(items)
+    parts = split_items(b, head[1], len(items))
+    assert parts is not None
+    assert all(
+        _same(serde.loads_typed(("msgpack", p)), x) for p, x in zip(parts, items, strict=True)
+    )
+    assert _same(serde.loads_typed(("msgpack", join_array(parts))), items)
+    assert split_items(b, head[1], len(items) + 1) is None  # a wrong count is refused
+    assert split_items(b[:-1], head[1], len(items)) is None or not items  # truncated
+
+
+async def test_edits_anywhere_in_a_growing_list_are_stored() -> None:
+    """The tail-only cut applies only when the new list starts with the old one's bytes:
+    an edit in the middle, a shrink and a reorder are all stored as given."""
+    saver = TetherSaver(MemoryStore())
+    msgs: list[Any] = [HumanMessage(f"m{i}", id=f"h{i}") for i in range(40)]
+    await _put_messages(saver, msgs, 0)
+    msgs[5].content = "edited"
+    msgs.append(AIMessage("new", id="a-new"))
+    steps = [list(msgs)]
+    cfgs = [await _put_messages(saver, msgs, 1)]
+    for i, nxt in enumerate([msgs[:10], list(reversed(msgs)), [*msgs, HumanMessage("x")]]):
+        steps.append(list(nxt))
+        cfgs.append(await _put_messages(saver, nxt, i + 2))
+    cold = TetherSaver(saver.store)  # reads the element nodes, not the cached bytes
+    for cfg, want in zip(cfgs, steps, strict=True):
+        assert await _stored_messages(saver, cfg) == want
+        assert await _stored_messages(cold, cfg) == want
+    assert (await _stored_messages(cold, cfgs[0]))[5].content == "edited"

@@ -217,21 +217,22 @@ def _skip(b: bytes, pos: int) -> int:
     return pos
 
 
-def split_array(b: bytes, n: int) -> list[bytes] | None:
-    """The encoded elements of a msgpack array of ``n`` elements, or None if ``b`` is not one."""
+def array_header(b: bytes) -> tuple[int, int] | None:
+    """(element count, header length) of a msgpack array, or None if ``b`` is not one."""
     if not b:
         return None
     c = b[0]
     if 0x90 <= c <= 0x9F:
-        count, pos = c & 0x0F, 1
-    elif c == 0xDC and len(b) >= 3:
-        count, pos = int.from_bytes(b[1:3], "big"), 3
-    elif c == 0xDD and len(b) >= 5:
-        count, pos = int.from_bytes(b[1:5], "big"), 5
-    else:
-        return None
-    if count != n:
-        return None
+        return c & 0x0F, 1
+    if c == 0xDC and len(b) >= 3:
+        return int.from_bytes(b[1:3], "big"), 3
+    if c == 0xDD and len(b) >= 5:
+        return int.from_bytes(b[1:5], "big"), 5
+    return None
+
+
+def split_items(b: bytes, pos: int, count: int) -> list[bytes] | None:
+    """The ``count`` encoded objects that fill ``b`` from ``pos`` to its end, or None."""
     out: list[bytes] = []
     try:
         for _ in range(count):
@@ -244,7 +245,7 @@ def split_array(b: bytes, n: int) -> list[bytes] | None:
 
 
 def join_array(parts: list[bytes]) -> bytes:
-    """A msgpack array of already-encoded elements (the inverse of ``split_array``)."""
+    """A msgpack array of already-encoded elements (the inverse of ``split_items``)."""
     n = len(parts)
     if n < 16:
         head = bytes([0x90 | n])

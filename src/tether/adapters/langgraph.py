@@ -72,6 +72,7 @@ from ..core.graph import CausalNode, node_id
 from ..store import Store, open_store
 from ..store.txn import Transaction, transact
 from ._lg_codec import (
+    array_header,
     content,
     decode_content,
     identify,
@@ -79,7 +80,7 @@ from ._lg_codec import (
     message_fields,
     pack,
     ref_ids,
-    split_array,
+    split_items,
     stored_form,
     unpack,
 )
@@ -171,6 +172,10 @@ class TetherSaver(BaseCheckpointSaver[str]):
         # Bytes, never objects: every read returns fresh objects, as LangGraph's
         # savers do, since graphs mutate the state they are given.
         self._lists: ByteLRU[str] = ByteLRU(64 << 20)
+        # (thread, checkpoint ns, channel) -> (the list last put there, its element
+        # nodes): a list whose bytes start with that list's bytes shares its first
+        # elements (msgpack objects are self-delimiting), so only the tail is cut.
+        self._last: LRU[tuple[str, str, str], tuple[bytes, builtins.list[Planned]]] = LRU(256)
         # scope -> (generation, ids known to be stored): sound because a scope only
         # loses nodes through a reset, which bumps its generation.
         self._known: LRU[str, tuple[int, set[str]]] = LRU(1024)
@@ -365,34 +370,56 @@ class TetherSaver(BaseCheckpointSaver[str]):
             self._elements.put(digest, planned)
         return planned
 
-    def _list(self, value: builtins.list[Any]) -> tuple[builtins.list[Planned], bytes | None]:
+    def _list(
+        self, value: builtins.list[Any], slot: tuple[str, str, str] | None = None
+    ) -> tuple[builtins.list[Planned], bytes | None]:
         """The element nodes of a list, and the list as one msgpack array when it is one.
 
         Every element is serialized at every put, as LangGraph's own savers do: what
         is stored is what the serializer sees now, edits made in place included.
         The whole list goes through the serializer in one call and is cut into its
-        elements (``split_array``); only the node of an element whose bytes were
-        seen before is reused.
+        elements (``split_items``); only the node of an element whose bytes were
+        seen before is reused. A list that extends the one last put in the same
+        ``slot`` (byte for byte: one C comparison) reuses that list's element
+        nodes and cuts only its tail, so the per-element work follows the new
+        messages.
         """
         t, b = self.serde.dumps_typed(value)
-        parts = split_array(b, len(value)) if t == "msgpack" else None
-        if parts is None:
+        head = array_header(b) if t == "msgpack" else None
+        if head is None or head[0] != len(value):
             return [self._element(x) for x in value], None
         out: builtins.list[Planned] = []
+        pos = head[1]
+        last = self._last.get(slot) if slot is not None else None
+        if last is not None:
+            prev, prev_planned = last
+            prev_head = array_header(prev)
+            if prev_head is not None and prev_head[0] <= len(value):
+                body = memoryview(prev)[prev_head[1] :]
+                if b.startswith(body, pos):
+                    out = builtins.list(prev_planned)
+                    pos += len(body)
+        parts = split_items(b, pos, len(value) - len(out))
+        if parts is None:
+            return [self._element(x) for x in value], None
         cache = self._parts
-        for x, part in zip(value, parts, strict=True):
+        for x, part in zip(value[len(out) :], parts, strict=True):
             planned = cache.get(part)
             if planned is None:
                 v = {"s": "msgpack", "b": base64.b64encode(part).decode("ascii")}
                 planned = self._planned_element(x, v)
                 cache.put(part, planned)
             out.append(planned)
+        if slot is not None:
+            self._last.put(slot, (b, out))
         return out, b
 
-    def _encode(self, value: Any) -> tuple[dict[str, Any], builtins.list[Planned]]:
+    def _encode(
+        self, value: Any, slot: tuple[str, str, str] | None = None
+    ) -> tuple[dict[str, Any], builtins.list[Planned]]:
         """(reference stored in the checkpoint or write, nodes the reference needs)."""
         if type(value) is list:
-            elements, whole = self._list(value)
+            elements, whole = self._list(value, slot)
             root, tree = self._trees.build([p.id for p in elements])
             if root is not None and whole is not None:
                 self._lists.put(root, whole)
@@ -694,7 +721,8 @@ class TetherSaver(BaseCheckpointSaver[str]):
         md = get_serializable_checkpoint_metadata(config, metadata)
         # CPU work first, outside the transaction: encode every changed channel.
         changed: dict[str, tuple[dict[str, Any], builtins.list[Planned]] | None] = {
-            k: (self._encode(values[k]) if k in values else None) for k in new_versions
+            k: (self._encode(values[k], (scope, ns, k)) if k in values else None)
+            for k in new_versions
         }
         base = {
             "lg": "cp",
@@ -733,7 +761,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 if k in refs or k in changed:
                     continue
                 if k in values:  # no stored value for this version: keep the one given
-                    changed[k] = self._encode(values[k])
+                    changed[k] = self._encode(values[k], (scope, ns, k))
             for k, enc in changed.items():
                 if enc is not None and k in versions:
                     refs[k] = enc[0]

@@ -48,6 +48,7 @@ const state = {
   run: null, // the run open in a thread's Runs tab
   runFilter: { status: "", user: "" },
   runPage: null, // {runs, next_after, counts} of the runs view
+  bookkeeping: false, // graph tab: show framework savers' bookkeeping nodes
 };
 
 // ------------------------------------------------------------------ helpers
@@ -381,8 +382,16 @@ function renderThread() {
 
 // ------------------------------------------------------------------ graph tab
 
-function legend() {
-  const kinds = [...new Set(state.nodes.map((n) => n.kind))];
+// A framework saver's own nodes (LangGraph checkpoints, id pointers, list trees,
+// pending writes, encoded values): resource nodes whose payload names an `lg`
+// type. Hidden from the graph by default, one click away; the messages they hold
+// (goal, inference, tool_result nodes) stay.
+function isBookkeeping(n) {
+  return n.kind === "resource" && n.payload && typeof n.payload === "object" && typeof n.payload.lg === "string";
+}
+
+function legend(nodes) {
+  const kinds = [...new Set(nodes.map((n) => n.kind))];
   return h(
     "div",
     { class: "legend" },
@@ -398,18 +407,41 @@ function renderGraphTab(body) {
     return;
   }
   const g = graphReport() || { metadata: {} };
-  const drawn = drawGraph(state.nodes, g.metadata.frontier || [], (n) => selectNode(n.id));
+  const hidden = state.bookkeeping ? 0 : state.nodes.filter(isBookkeeping).length;
+  const shown = hidden ? state.nodes.filter((n) => !isBookkeeping(n)) : state.nodes;
+  const drawn = drawGraph(shown, g.metadata.frontier || [], (n) => selectNode(n.id));
   state.graph = drawn;
   const note =
     state.total > state.nodes.length
       ? h("p", { class: "note" }, `Showing the newest ${state.nodes.length} of ${state.total} nodes.`)
+      : null;
+  const toggle =
+    hidden || state.bookkeeping
+      ? h(
+          "p",
+          { class: "note" },
+          h(
+            "button",
+            {
+              class: "link",
+              id: "bookkeeping-toggle",
+              onclick: () => {
+                state.bookkeeping = !state.bookkeeping;
+                renderThread();
+              },
+            },
+            state.bookkeeping
+              ? "Hide the saver's bookkeeping nodes"
+              : `Show ${hidden} bookkeeping nodes (checkpoints, pointers, list trees, writes)`,
+          ),
+        )
       : null;
   const panel = h("aside", { class: "node-panel", id: "node-panel" }, empty("Click a node to see it and the state it serves."));
   body.append(
     h(
       "div",
       { class: "graph-layout" },
-      h("div", { class: "graph-pane" }, legend(), note, h("div", { class: "graph-scroll" }, drawn.svg)),
+      h("div", { class: "graph-pane" }, legend(shown), note, toggle, h("div", { class: "graph-scroll" }, drawn.svg)),
       panel,
     ),
   );

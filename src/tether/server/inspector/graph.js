@@ -2,7 +2,8 @@
 //
 // Layout: a node continues the lane of its earliest parent that is still a lane's
 // tip; the other parents' lanes end there (a join). A node with no such parent
-// (parallel tool calls after the first, the first node) opens the first free lane.
+// (parallel tool calls after the first, the first node) opens the first free lane;
+// a node with no parents at all after the first row continues lane 0.
 // Edges go from a parent's bottom to a child's top; an edge to the previous version
 // of the same resource key is dashed. Frontier nodes (the heads) are outlined.
 
@@ -55,6 +56,14 @@ export function summarize(node) {
         return p.deleted ? `${p.name} deleted` : `${p.name} = ${brief(p.value, 40)}`;
       }
       if (typeof p.node === "string") return `${p.node} → ${brief(p.output, 40)}`;
+      if (typeof p.lg === "string") {
+        const LG = { cp: "checkpoint", id: "checkpoint id", seq: "list tree", w: "pending write", del: "deleted checkpoints", val: "value", el: "list element" };
+        const what = LG[p.lg] || p.lg;
+        if (p.lg === "cp") return `${what} ${brief(p.id, 40)}`;
+        if (p.lg === "w") return `${what} ${p.channel}`;
+        if (p.lg === "el" && typeof p.content === "string") return `${p.role || what}: ${brief(p.content, 40)}`;
+        return what;
+      }
       if (typeof p.memory === "string") {
         const keys = Array.isArray(p.edits) ? p.edits.map((e) => e.key).join(", ") : "";
         return `${p.memory} ${p.op} ${keys}`.trim();
@@ -79,7 +88,11 @@ export function layout(nodes) {
       if (tip !== null && n.parents.includes(tip)) parentLanes.push(i);
     });
     let lane;
-    if (parentLanes.length) {
+    if (!n.parents.length && row > 0 && lanes.length) {
+      // Parentless after the first (content-addressed framework messages, whose
+      // identity is their content): one column, in sequence order.
+      lane = 0;
+    } else if (parentLanes.length) {
       lane = Math.min(...parentLanes);
       for (const i of parentLanes) if (i !== lane) lanes[i] = null;
     } else {

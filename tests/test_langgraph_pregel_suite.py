@@ -1,0 +1,159 @@
+"""LangGraph's own tests, run with tether's ``TetherSaver`` as the checkpointer.
+
+The test downloads the sdist of the installed langgraph from the package index
+(``pip download --no-deps --no-binary :all: langgraph==X``) into
+``~/.cache/tether-tests/langgraph-X`` (outside the repository; reused by later
+runs), and runs its ``tests/`` in a subprocess with
+``tests/langgraph_pregel/tether_lg_plugin.py`` in place of LangGraph's
+``conftest.py``: every test that takes LangGraph's ``sync_checkpointer`` or
+``async_checkpointer`` fixture runs on a ``TetherSaver`` (``-k tether_``). Any
+failure fails this test, and its output names the failing LangGraph tests.
+
+What runs, and why (about 650 tests per backend, every durability mode):
+
+* **SQLite runs the sync tests** (``sync_checkpointer``: ``graph.invoke`` on
+  ``TetherSaver.from_url("sqlite:///...")``, the common deployment and the path
+  where sync calls run inline) and **memory:// the async tests**
+  (``async_checkpointer``: ``ainvoke`` on ``afrom_url("memory://")``). Both
+  variants on both backends take twice as long (~4 min on 2 busy cores) for little
+  more coverage: the saver's code above the store is the same for every backend
+  and the store contract is tested on every backend by tests/conformance.
+  ``TETHER_LG_SUITE=full`` runs both variants on both backends.
+* Files that take no checkpointer fixture are not collected (they test LangGraph
+  alone). Excluded on purpose:
+
+  - ``test_prune_postgres.py``: LangGraph's PostgreSQL saver against its own
+    PostgreSQL server (``langgraph-checkpoint-postgres``); not about TetherSaver.
+  - ``test_remote_graph.py``: the RemoteGraph HTTP client; it imports LangGraph's
+    conftest (psycopg, redis at module level) and takes no checkpointer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("langgraph.graph")
+pytest.importorskip("pytest_mock")
+pytest.importorskip("syrupy")
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+PLUGIN_DIR = Path(__file__).resolve().parent / "langgraph_pregel"
+CACHE = Path(os.environ.get("TETHER_TEST_CACHE", Path.home() / ".cache" / "tether-tests"))
+
+# LangGraph's test files that take a checkpointer fixture (langgraph 1.2.x).
+FILES = [
+    "test_checkpoint_migration.py",
+    "test_delta_channel_exit_mode.py",
+    "test_delta_channel_fork.py",
+    "test_delta_channel_parallel_order.py",
+    "test_delta_channel_subgraph.py",
+    "test_delta_channel_to_plain.py",
+    "test_delta_channel_update_state.py",
+    "test_interrupt_state.py",
+    "test_interruption.py",
+    "test_large_cases.py",
+    "test_large_cases_async.py",
+    "test_pregel.py",
+    "test_pregel_async.py",
+    "test_pydantic.py",
+    "test_strict_resume.py",
+    "test_subgraph_persistence.py",
+    "test_subgraph_persistence_async.py",
+    "test_time_travel.py",
+    "test_time_travel_async.py",
+]
+
+
+def _sdist() -> Path:
+    """The unpacked sdist of the installed langgraph, downloaded once into the cache."""
+    ver = version("langgraph")
+    root = CACHE / f"langgraph-{ver}"
+    src = root / f"langgraph-{ver}"
+    if (src / "tests" / "conftest.py").exists():
+        return src
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"langgraph=={ver}",
+                "-d",
+                tmp,
+            ],
+            check=True,
+            timeout=300,
+        )
+        (archive,) = Path(tmp).glob("langgraph-*.tar.gz")
+        with tarfile.open(archive) as tar:
+            tar.extractall(tmp, filter="data")
+        with contextlib.suppress(OSError):  # another process unpacked it first
+            Path(tmp, f"langgraph-{ver}").rename(src)
+    assert (src / "tests" / "conftest.py").exists(), src
+    return src
+
+
+def _run(sdist: Path, sync: str, async_: str) -> subprocess.CompletedProcess[str]:
+    path = [str(PLUGIN_DIR), os.environ.get("PYTHONPATH", "")]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in path if p),
+        "TETHER_LG_SYNC": sync,
+        "TETHER_LG_ASYNC": async_,
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(sdist / "pyproject.toml"),
+            "--rootdir",
+            str(sdist),
+            "-p",
+            "tether_lg_plugin",
+            "--noconftest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-k",
+            "tether_",
+            *[f"tests/{f}" for f in FILES],
+        ],
+        cwd=sdist,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1700,
+    )
+
+
+def test_langgraph_suite_passes_on_tether_saver() -> None:
+    sdist = _sdist()
+    if os.environ.get("TETHER_LG_SUITE") == "full":
+        r = _run(sdist, "memory,sqlite", "memory,sqlite")
+    else:  # sync tests on SQLite, async tests on memory:// (see the module docstring)
+        r = _run(sdist, "sqlite", "memory")
+    tail = "\n".join((r.stdout + r.stderr).splitlines()[-60:])
+    summary = re.search(r"(\d+) passed", r.stdout)
+    assert r.returncode == 0, tail
+    assert summary is not None and int(summary.group(1)) >= 500, tail
+    assert " failed" not in r.stdout.splitlines()[-1], tail

@@ -610,3 +610,72 @@ async def test_edits_anywhere_in_a_growing_list_are_stored() -> None:
         assert await _stored_messages(saver, cfg) == want
         assert await _stored_messages(cold, cfg) == want
     assert (await _stored_messages(cold, cfgs[0]))[5].content == "edited"
+
+
+# -- readable in tether's views ----------------------------------------------------------
+
+
+def _tool_loop_graph(saver: BaseCheckpointSaver[Any]) -> Any:
+    """An agent that calls a tool once, reads the result and answers."""
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        last = state["messages"][-1]
+        if isinstance(last, HumanMessage):
+            call = {"id": "call-1", "name": "weather", "args": {"city": "Paris"}}
+            return {
+                "messages": [
+                    AIMessage("", id=f"ai-call-{len(state['messages'])}", tool_calls=[call])
+                ]
+            }
+        return {
+            "messages": [AIMessage(f"It is {last.content}.", id=f"ai-{len(state['messages'])}")]
+        }
+
+    def tools(state: MessagesState) -> dict[str, Any]:
+        call = state["messages"][-1].tool_calls[0]
+        return {"messages": [ToolMessage("sunny", tool_call_id=call["id"], name=call["name"])]}
+
+    def route(state: MessagesState) -> str:
+        return "tools" if state["messages"][-1].tool_calls else END
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", tools)
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route, ["tools", END])
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=saver)
+
+
+async def test_a_langgraph_thread_reads_as_a_conversation(tmp_path: Path) -> None:
+    """A LangGraph thread opened through tether's conversation view (describe, the
+    view the HTTP API and inspector serve): the text, the tool call, the tool result."""
+    from tether import control
+
+    url = f"sqlite:///{tmp_path / 'conv.db'}"
+    config: RunnableConfig = {"configurable": {"thread_id": "weather"}}
+    async with await TetherSaver.afrom_url(url) as saver:
+        graph = _tool_loop_graph(saver)
+        await graph.ainvoke({"messages": [HumanMessage("Weather in Paris?")]}, config)
+        await graph.ainvoke({"messages": [HumanMessage("And tomorrow?")]}, config)
+        res = await control.describe(
+            saver.store,
+            namespace="default",
+            thread="weather",
+            stores=["conversation"],
+            include_data=True,
+        )
+    (conv,) = [r for r in res.stores if r.name == "conversation"]
+    call = {"id": "call-1", "name": "weather", "arguments": {"city": "Paris"}}
+    turn = [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call-1", "name": "weather", "content": "sunny"},
+        {"role": "assistant", "content": "It is sunny."},
+    ]
+    assert conv.data == [
+        {"role": "user", "content": "Weather in Paris?"},
+        *turn,
+        {"role": "user", "content": "And tomorrow?"},
+        *turn,
+    ]
+    assert conv.item_count == 8

@@ -178,6 +178,11 @@ def project(nodes: Iterable[CausalNode], *, llm: str, run: str | None = None) ->
         status = ended.get(r) if r is not None else None
         return status == "completed" or (status is None and r is not None and r == run)
 
+    def shown(node: CausalNode, r: str | None) -> bool:
+        # A message stored outside any run ("run": null, e.g. a LangGraph thread's
+        # messages written by tether.adapters.langgraph) is a finished message.
+        return full(r) or (r is None and "run" in node.payload and node.payload["run"] is None)
+
     # Receipts of runs shown partially: which runs keep their goal.
     has_receipt: set[str | None] = set()
     for n in mine:
@@ -195,7 +200,7 @@ def project(nodes: Iterable[CausalNode], *, llm: str, run: str | None = None) ->
             units.append(Unit(anchor=n.sequence, last=n.sequence, messages=(erased,), run=None))
             continue
         r = _str(p.get("run"))
-        shown_full = full(r)
+        shown_full = shown(n, r)
         if n.kind == "goal":
             if p.get("input") is None or not (shown_full or r in has_receipt):
                 continue

@@ -215,8 +215,11 @@ class Served:
 
 
 @contextmanager
-def serve(db: Path, log: Path, *args: str) -> Iterator[Served]:
-    """``tether --store DB serve --port 0`` in a child process, stopped with SIGTERM."""
+def serve(
+    db: Path, log: Path, *args: str, env: dict[str, str] | None = None
+) -> Iterator[Served]:
+    """``tether --store DB serve --port 0`` in a child process, stopped with SIGTERM;
+    ``env``: more environment variables for it."""
     with open(log, "w") as err:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen(
             [sys.executable, "-m", "tether.cli", "--store", str(db), "serve", "--port", "0", *args],
@@ -227,6 +230,7 @@ def serve(db: Path, log: Path, *args: str) -> Iterator[Served]:
                 TETHER_TOKEN=TOKEN,
                 # `--agent _server_helpers:demo_agent` imports this module.
                 PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), *sys.path]),
+                **(env or {}),
             ),
         )
     try:

@@ -92,8 +92,8 @@ def test_describe_table_and_json(db: str) -> None:
     )
     res = control.StateOperationResult.from_dict(j)
     assert res.operation == "describe" and res.scope == "thread:t1" and j["ok"] is True
-    assert [s.name for s in res.stores] == ["graph", "variables"]
-    assert res.stores[1].data == {"cart": ["apple", "pear"], "count": 2}
+    assert [s.name for s in res.stores] == ["variables", "graph"]
+    assert res.stores[0].data == {"cart": ["apple", "pear"], "count": 2}
     ns = js(cli("--store", db, "--json", "describe"))
     assert ns["metadata"]["scopes"] == 4
 

@@ -79,9 +79,9 @@ async def test_control_operations_return_what_the_local_api_returns(
     compacted = await client.compact(thread="support-1", strategy="recent", max_messages=4)
     assert compacted.compacted == ("conversation",)
     reset = await client.reset(thread="client-copy")
-    assert reset.cleared == ("thread:client-copy",)
+    assert reset.cleared == (*control.STORES, "thread:client-copy")
     request = control.StateOperationRequest(thread="support-2", stores=("memory",))
-    assert (await client.describe(request)).stores[1].name == "memory"
+    assert (await client.describe(request)).stores[0].name == "memory"
 
 
 async def test_agent_turns_approvals_and_task_state_over_http(

@@ -44,7 +44,7 @@ async def test_describe_with_data_and_a_store_selection(store: tether.Store, ns:
     res = await control.describe(
         store, namespace=ns, thread="t1", include_data=True, stores=["variables", "memory"]
     )
-    assert [r.name for r in res.stores] == ["graph", "variables", "memory"]
+    assert [r.name for r in res.stores] == ["variables", "memory", "graph"]
     assert _report(res, "variables").data == {"cart": ["apple", "pear"], "count": 2}
     assert _report(res, "memory").data == {"memory:name": "Ada"}
     # The result crosses JSON intact.

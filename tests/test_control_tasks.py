@@ -187,7 +187,7 @@ async def test_the_index_follows_resets_imports_forks_and_reindex(tmp_path: Path
         assert await control.reindex(store, NS) == 0  # already in line
         # The app's task store is the index; resetting it clears only the index.
         d = await control.describe(store, namespace=NS, app=True, stores=["task"])
-        assert d.stores[1].item_count == 5 and d.stores[1].metadata["status"]["suspended"] == 2
+        assert d.stores[0].item_count == 5 and d.stores[0].metadata["status"]["suspended"] == 2
         res = await control.reset(store, namespace=NS, app=True, stores=["task"])
         assert res.cleared == ("app/task",) and (await a.runs()).runs == ()
         assert (await store.head(NS, "thread:p")).sequence > 0
@@ -261,7 +261,7 @@ async def test_task_and_flow_stores_of_a_thread() -> None:
     assert len(errors) == 2
     # User scopes have no flow or task stores: reported, not failed.
     u = await control.describe(store, namespace=NS, user="u", stores=["flow", "task", "tools"])
-    assert [(x.name, x.enabled) for x in u.stores[1:]] == [
+    assert [(x.name, x.enabled) for x in u.stores[:-1]] == [
         ("flow", False),
         ("task", False),
         ("tools", True),

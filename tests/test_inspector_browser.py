@@ -64,7 +64,7 @@ def api(served: Served, method: str, path: str, **kw: Any) -> Any:
 def test_inspector_finds_opens_and_clears_a_thread(served: Served, tmp_path: Path) -> None:
     sync_playwright = _need_browser()
     thread = api(served, "GET", "/v1/ns/default/threads/support-1")
-    graph = thread["stores"][0]
+    graph = thread["stores"][-1]
     frontier = graph["metadata"]["frontier"]
     problems: list[str] = []
 
@@ -181,7 +181,7 @@ def test_inspector_finds_opens_and_clears_a_thread(served: Served, tmp_path: Pat
                 "GET",
                 "/v1/ns/default/threads/crawl-done",
                 params={"stores": "tools", "include_data": "true"},
-            )["stores"][1]
+            )["stores"][0]
             assert tools["item_count"] == 0 and tools["data"] == {}
 
             # A run waiting for a person: approve its tool call from the runs tab.
@@ -197,7 +197,7 @@ def test_inspector_finds_opens_and_clears_a_thread(served: Served, tmp_path: Pat
                 "GET",
                 "/v1/ns/default/threads/billing",
                 params={"stores": "executions", "include_data": "true"},
-            )["stores"][1]["data"]
+            )["stores"][0]["data"]
             assert [r["status"] for r in runs] == ["completed"]
 
             # Clear one store from a node's State tab: the conversation, after confirming.
@@ -216,7 +216,7 @@ def test_inspector_finds_opens_and_clears_a_thread(served: Served, tmp_path: Pat
                 "GET",
                 "/v1/ns/default/threads/support-1",
                 params={"stores": "conversation", "include_data": "true"},
-            )["stores"][1]
+            )["stores"][0]
             assert conv["message_count"] == 0
 
             # Clear the whole thread: cancelling changes nothing, confirming deletes it.

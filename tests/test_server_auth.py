@@ -209,8 +209,12 @@ async def test_a_token_limited_to_one_namespace_sees_only_it(store: Any) -> None
         store.calls.clear()
         r = await c.post("/state/reset", json={"namespace": NS, "whole_namespace": True})
         assert r.status_code == 403 and store.calls == []
-        r = await c.post("/state/describe", json={})  # the default namespace
+        r = await c.post("/state/describe", json={"namespace": NS})
         assert r.status_code == 403
+        # A body without a namespace acts in the token's only namespace (seed 002's clients
+        # cannot name one).
+        r = await c.post("/state/describe", json={})
+        assert r.status_code == 200 and r.json()["namespace"] == "acme"
         assert (await c.post("/v1/ns/acme/threads/t/step", json={"input": "x"})).status_code == 404
     assert (await store.head(NS, "thread:support-1")).sequence > 0
 

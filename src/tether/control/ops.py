@@ -128,7 +128,14 @@ async def describe(
     wanted = req.stores or STORES
     stats = await store.stats(req.namespace, scope)
     head = await store.head(req.namespace, scope)
-    reports = [
+    reports = []
+    with erased_placeholders():  # erased data is shown as such (see _views), never fails it
+        for name in wanted:
+            reports.append(await _views.report(store, req, scope, name, stats.kinds))
+    missing = tuple(r.name for r in reports if r.enabled and not r.exists)
+    # The stores first, in seed 002's order (its callers read stores[0] as the
+    # conversation), then the scope's whole graph.
+    reports.append(
         _graph_report(
             scope,
             stats,
@@ -136,11 +143,7 @@ async def describe(
             sequence=head.sequence,
             frontier=list(head.frontier),
         )
-    ]
-    with erased_placeholders():  # erased data is shown as such (see _views), never fails it
-        for name in wanted:
-            reports.append(await _views.report(store, req, scope, name, stats.kinds))
-    missing = tuple(r.name for r in reports[1:] if r.enabled and not r.exists)
+    )
     return StateOperationResult(
         operation="describe",
         namespace=req.namespace,

@@ -109,9 +109,10 @@ REQUEST: Final = _object(
     },
     description=(
         "StateOperationRequest (seed 002's shape): one request type for every operation; "
-        "the operation decides which fields apply. Unknown fields are refused."
+        "the operation decides which fields apply. On /state/* it is read as seed 002 "
+        "reads it: unknown fields are ignored (named in metadata.ignored_fields), null is "
+        "the default and a whole number such as 20.0 is an integer."
     ),
-    closed=True,
 )
 
 NODE: Final = _object(

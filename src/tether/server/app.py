@@ -88,10 +88,11 @@ def create_app(
         known = Tokens.from_env()
     else:
         known = Tokens.from_file(tokens)
-    if not len(known):
+    if not known.configured:
         raise AuthConfigError(
-            "no tokens: set TETHER_TOKEN (one all-grants token) or pass a tokens file "
-            "(--tokens FILE, $TETHER_TOKENS_FILE); see docs/http.md",
+            "no tokens: set TETHER_TOKEN (one all-grants token), pass a tokens file "
+            "(--tokens FILE, $TETHER_TOKENS_FILE) or a JWT secret ($TETHER_JWT_SECRET); "
+            "see docs/http.md",
             field="tokens",
         )
     if agent is not None and not (isinstance(agent, Agent) or callable(agent)):

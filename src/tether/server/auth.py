@@ -21,6 +21,19 @@ a namespace pattern is a name, a prefix ending in ``*``, or ``*`` for all.
 ``TETHER_TOKEN`` in the environment adds a single token named ``env`` with every
 grant on every namespace (for development).
 
+**JWTs.** With a signing secret configured (``$TETHER_JWT_SECRET``, at least 32
+characters; ``JwtKey`` from Python), an HS256 JSON Web Token is accepted as well, so
+clients that sign their own bearer tokens (Protolink's ``BearerTokenAuth``) work
+unmodified. Its claims say what it may do::
+
+    {"sub": "support-bot", "exp": 1767225600,
+     "grants": ["state.describe", "state.reset"], "namespaces": ["acme"]}
+
+``exp`` is required; ``grants`` and ``namespaces`` (or ``namespace``) are a string or
+a list, with the same patterns as a tokens-file entry; ``iss`` and ``aud`` are checked
+when ``$TETHER_JWT_ISSUER`` / ``$TETHER_JWT_AUDIENCE`` are set. A token that fails any
+check is a 401, whatever the reason.
+
     TetherError
     ├── Unauthorized    "unauthorized"   no token, or not a known one       (HTTP 401)
     ├── Forbidden       "forbidden"      a known token without the grant    (HTTP 403)
@@ -44,12 +57,16 @@ import yaml
 from ..core.errors import TetherError
 
 __all__ = [
+    "ENV_JWT_AUDIENCE",
+    "ENV_JWT_ISSUER",
+    "ENV_JWT_SECRET",
     "ENV_TOKEN",
     "ENV_TOKENS_FILE",
     "GRANTS",
     "MIN_TOKEN_LENGTH",
     "AuthConfigError",
     "Forbidden",
+    "JwtKey",
     "Token",
     "Tokens",
     "Unauthorized",
@@ -72,6 +89,13 @@ GRANTS: Final[tuple[str, ...]] = (
 _GRANT_PATTERNS: Final = frozenset({*GRANTS, "state.*", "agent.*", "*"})
 ENV_TOKEN: Final = "TETHER_TOKEN"
 ENV_TOKENS_FILE: Final = "TETHER_TOKENS_FILE"
+ENV_JWT_SECRET: Final = "TETHER_JWT_SECRET"
+ENV_JWT_ISSUER: Final = "TETHER_JWT_ISSUER"
+ENV_JWT_AUDIENCE: Final = "TETHER_JWT_AUDIENCE"
+# RFC 7518 §3.2: an HS256 key is at least as long as the hash output (256 bits).
+MIN_JWT_SECRET: Final = 32
+_JWT_SHAPE: Final = re.compile(r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$")
+_NAME_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.@-]+")
 # Short secrets can be guessed; a dev token from `secrets.token_urlsafe(32)` is 43.
 MIN_TOKEN_LENGTH: Final = 16
 _HEX64: Final = re.compile(r"^[0-9a-f]{64}$")
@@ -165,6 +189,13 @@ class Token:
                 namespace=namespace,
             )
 
+    @property
+    def only_namespace(self) -> str | None:
+        """The one namespace this token may touch, when it names exactly one (no pattern)."""
+        if len(self.namespaces) == 1 and not self.namespaces[0].endswith("*"):
+            return self.namespaces[0]
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         """What a token may do (for ``GET /v1/whoami``); the digest is left out."""
         return {
@@ -182,11 +213,91 @@ def _str_list(entry: str, key: str, value: Any) -> list[str]:
     return list(value)
 
 
-class Tokens:
-    """The set of known tokens. ``authenticate`` maps a presented secret to its ``Token``."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JwtKey:
+    """How HS256 JWT bearer tokens are verified: the shared secret, and the ``iss`` and
+    ``aud`` a token must carry when given. ``leeway`` (seconds) allows for clock skew."""
 
-    def __init__(self, tokens: Iterable[Token]) -> None:
+    secret: str = field(repr=False)
+    issuer: str | None = None
+    audience: str | None = None
+    leeway: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.secret, str) or len(self.secret) < MIN_JWT_SECRET:
+            raise AuthConfigError(
+                f"the JWT secret is shorter than {MIN_JWT_SECRET} characters (HS256 needs "
+                "256 bits); make one with python -c 'import secrets; "
+                "print(secrets.token_urlsafe(32))'",
+                field="jwt_secret",
+            )
+        if isinstance(self.leeway, bool) or not isinstance(self.leeway, int) or self.leeway < 0:
+            raise AuthConfigError("the JWT leeway is a number of seconds >= 0", field="leeway")
+        try:
+            import jwt  # noqa: F401  (the server extra installs PyJWT)
+        except ImportError:
+            raise AuthConfigError(
+                "JWT bearer tokens need PyJWT: pip install 'tether[server]'", field="jwt_secret"
+            ) from None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> JwtKey | None:
+        """``$TETHER_JWT_SECRET`` (and ``_ISSUER``, ``_AUDIENCE``), or None when unset."""
+        secret = env.get(ENV_JWT_SECRET)
+        if not secret:
+            return None
+        return cls(
+            secret=secret,
+            issuer=env.get(ENV_JWT_ISSUER) or None,
+            audience=env.get(ENV_JWT_AUDIENCE) or None,
+        )
+
+    def verify(self, presented: str) -> Token:
+        """The token a valid JWT stands for; ``Unauthorized`` for any failed check."""
+        import jwt
+
+        try:
+            claims = jwt.decode(
+                presented,
+                self.secret,
+                algorithms=["HS256"],  # one algorithm: never "none", never a public key
+                issuer=self.issuer,
+                audience=self.audience,
+                leeway=self.leeway,
+                options={
+                    "require": ["exp"],
+                    "verify_aud": self.audience is not None,
+                    "verify_iss": self.issuer is not None,
+                },
+            )
+        except jwt.PyJWTError as e:
+            raise Unauthorized(f"the bearer JWT was refused: {e}") from None
+        namespaces = claims.get("namespaces", claims.get("namespace"))
+        sub = claims.get("sub")
+        name = "jwt"
+        if isinstance(sub, str) and sub:
+            name = ("jwt." + _NAME_UNSAFE.sub("_", sub))[:64]
+        try:
+            return Token(
+                name=name,
+                digest=hashlib.sha256(presented.encode("utf-8")).digest(),
+                grants=frozenset(_str_list(name, "grants", claims.get("grants", []))),
+                namespaces=tuple(_str_list(name, "namespaces", namespaces or [])),
+            )
+        except AuthConfigError as e:
+            # The signature is good but the claims cannot be used: still nothing is allowed.
+            raise Unauthorized(f"the bearer JWT's claims were refused: {e.message}") from None
+
+
+class Tokens:
+    """The set of known tokens. ``authenticate`` maps a presented secret to its ``Token``.
+
+    ``jwt``: a ``JwtKey`` to accept HS256 JWTs as well (their claims carry the grants).
+    """
+
+    def __init__(self, tokens: Iterable[Token], *, jwt: JwtKey | None = None) -> None:
         self._tokens = tuple(tokens)
+        self.jwt = jwt
         names = [t.name for t in self._tokens]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -201,11 +312,17 @@ class Tokens:
         return len(self._tokens)
 
     def __repr__(self) -> str:
-        return f"Tokens({[t.name for t in self._tokens]!r})"
+        jwt = ", jwt=HS256" if self.jwt is not None else ""
+        return f"Tokens({[t.name for t in self._tokens]!r}{jwt})"
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(t.name for t in self._tokens)
+
+    @property
+    def configured(self) -> bool:
+        """Whether any bearer token can be accepted (a named token or a JWT key)."""
+        return bool(self._tokens) or self.jwt is not None
 
     def authenticate(self, presented: str | None) -> Token:
         """The token whose digest matches ``presented``; raises ``Unauthorized`` otherwise.
@@ -220,6 +337,8 @@ class Tokens:
         for t in self._tokens:
             if hmac.compare_digest(digest, t.digest) and found is None:
                 found = t
+        if found is None and self.jwt is not None and _JWT_SHAPE.match(presented):
+            return self.jwt.verify(presented)
         if found is None:
             raise Unauthorized("the bearer token is not one this server knows")
         return found
@@ -263,7 +382,8 @@ class Tokens:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Tokens:
-        """``$TETHER_TOKENS_FILE`` (if set) plus ``$TETHER_TOKEN`` (one all-grants token)."""
+        """``$TETHER_TOKENS_FILE`` (if set) plus ``$TETHER_TOKEN`` (one all-grants token),
+        and JWTs when ``$TETHER_JWT_SECRET`` is set."""
         env = os.environ if env is None else env
         tokens: list[Token] = []
         path = env.get(ENV_TOKENS_FILE)
@@ -272,7 +392,7 @@ class Tokens:
         secret = env.get(ENV_TOKEN)
         if secret:
             tokens.append(dev_token(secret))
-        return cls(tokens)
+        return cls(tokens, jwt=JwtKey.from_env(env))
 
     @classmethod
     def single(
@@ -287,7 +407,7 @@ class Tokens:
         return cls([dev_token(secret, name=name, grants=grants, namespaces=namespaces)])
 
     def merged(self, other: Tokens) -> Tokens:
-        return Tokens([*self._tokens, *other._tokens])
+        return Tokens([*self._tokens, *other._tokens], jwt=other.jwt or self.jwt)
 
 
 def _check_secret(what: str, secret: str) -> None:

@@ -52,14 +52,14 @@ def load_agent(ref: str) -> Any:
 
 
 def server_tokens(tokens_file: str | None, env: Mapping[str, str]) -> Any:
-    """The tokens file (if given) plus ``$TETHER_TOKEN`` (if set), or what the environment names."""
-    from .auth import ENV_TOKEN, Tokens
+    """The tokens file (if given) plus ``$TETHER_TOKEN`` and ``$TETHER_JWT_SECRET`` (if set),
+    or what the environment names."""
+    from .auth import ENV_TOKENS_FILE, Tokens
 
     if tokens_file is None:
         return Tokens.from_env(env)
-    secret = env.get(ENV_TOKEN)
-    extra = Tokens.from_env({ENV_TOKEN: secret}) if secret else Tokens([])
-    return Tokens.from_file(tokens_file, env=env).merged(extra)
+    rest = {k: v for k, v in env.items() if k != ENV_TOKENS_FILE}
+    return Tokens.from_file(tokens_file, env=env).merged(Tokens.from_env(rest))
 
 
 @click.command()
@@ -142,7 +142,8 @@ def serve(
     sys.stdout.flush()
     click.echo(
         f"tether serving {store_url} (inspector at /, OpenAPI at /openapi.json); "
-        f"tokens: {', '.join(app.state.tether.tokens.names)}",
+        f"tokens: {', '.join(app.state.tether.tokens.names) or '-'}"
+        + ("; HS256 JWTs" if app.state.tether.tokens.jwt is not None else ""),
         err=True,
     )
     server_log = logging.getLogger("tether.server")

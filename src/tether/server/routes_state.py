@@ -1,10 +1,11 @@
 """Seed 002's endpoints, one per control-plane operation: ``POST /state/<operation>``.
 
 The body is a ``StateOperationRequest`` (the namespace is its ``namespace``
-field, default ``"default"``); the response is the operation's
-``StateOperationResult.to_dict()``. Each needs the grant ``state.<operation>``
-on that namespace. The work is ``tether.control.execute``: nothing here but
-parsing, the grant check and the response.
+field; without one, the token's only namespace or ``"default"``); the response is
+the operation's ``StateOperationResult.to_dict()``. Each needs the grant
+``state.<operation>`` on that namespace. The work is ``tether.control``; these
+routes read and answer as seed 002's own clients expect (``seed_state``: lenient
+request fields, a reset without a session resets the namespace, store names first).
 """
 
 # No `from __future__ import annotations`: FastAPI reads the route signature built
@@ -15,13 +16,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from .. import control
-from ..control.types import OPERATIONS, StateOperationRequest
+from ..control.types import OPERATIONS
 from ..core.errors import NotFound
 from ._deps import need, server_of
 from ._http import json_object, json_response, read_json
 from .auth import Token
 from .openapi import errors, ok, request_body
+from .seed_state import parse
+from .seed_state import run as run_seed
 
 __all__ = ["router"]
 
@@ -49,9 +51,12 @@ def _add(r: APIRouter, op: str) -> None:
 
     async def run(request: Request, token: Annotated[Token, need(grant)]) -> Response:
         body = await read_json(request, required=False)
-        req = StateOperationRequest.from_dict(
-            None if body is None else json_object(body, "a StateOperationRequest")
+        parsed = parse(
+            op,
+            None if body is None else json_object(body, "a StateOperationRequest"),
+            namespace=token.only_namespace,
         )
+        req = parsed.request
         token.require(grant, req.namespace)
         server = server_of(request)
         options: dict[str, Any] = {}
@@ -59,7 +64,7 @@ def _add(r: APIRouter, op: str) -> None:
             # The summary strategy asks the namespace's model, when an agent serves it.
             with contextlib.suppress(NotFound):
                 options["model"] = (await server.agent_for(req.namespace)).model
-        result = await control.execute(await server.store(), op, req, **options)
+        result = await run_seed(await server.store(), op, parsed, **options)
         return json_response(result.to_dict())
 
     run.__name__ = f"state_{op}"
@@ -70,7 +75,8 @@ def _add(r: APIRouter, op: str) -> None:
         summary=_SUMMARIES[op],
         description=(
             f"Needs the grant `{grant}` on the body's `namespace`. "
-            "The body is a StateOperationRequest; unknown fields are refused."
+            "The body is a StateOperationRequest, read as seed 002 reads it: unknown "
+            "fields are ignored, null is the default, 20.0 is an integer."
         ),
         operation_id=f"state_{op}",
         openapi_extra=request_body("StateOperationRequest", required=False),

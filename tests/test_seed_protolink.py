@@ -1,0 +1,322 @@
+"""Seed 002's own client against tether: Protolink 0.8.3's ``AgentClient``, unmodified.
+
+The package comes from the package index in the test's setup, into a cache outside
+the repository (``~/.cache/tether-tests/protolink-0.8.3``, or
+``$TETHER_TEST_CACHE``), and runs in a child process (tests/protolink_driver.py) so
+its own dependencies never meet tether's. The server is a real ``tether serve`` on
+127.0.0.1 with an HS256 JWT secret; the client signs nothing itself and verifies
+the token with the same secret, as the seed's ``BearerTokenAuth`` does.
+
+The rest of the file checks the /state/* reading rules seed 002's callers rely on
+(lenient fields, reset of every session, store names) directly over ASGI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+
+from _server_helpers import TOKEN, Served, demo_agent, fill, serve
+from tether import control
+from tether.server import Tokens, create_app
+from tether.server.auth import JwtKey
+from tether.store import Store, open_store
+from tether.store.in_memory import MemoryStore
+
+PROTOLINK = "protolink==0.8.3"
+# protolink's HTTP transport imports httpx2 (its "http" extra also pulls a server stack
+# the client does not need).
+REQUIREMENTS = (PROTOLINK, "httpx2>=2.5.0,<3")
+SECRET = "jwt-secret-for-tests-" + "a1b2c3d4" * 4
+NS = "acme"
+
+
+def _cache() -> Path:
+    root = os.environ.get("TETHER_TEST_CACHE") or Path.home() / ".cache" / "tether-tests"
+    return Path(root) / "protolink-0.8.3"
+
+
+@pytest.fixture(scope="module")
+def protolink_path() -> Path:
+    """protolink 0.8.3 installed from the package index (once; reused from the cache)."""
+    target = _cache()
+    stamp = target / ".installed"
+    if not stamp.exists():
+        target.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--upgrade",
+                "--target",
+                str(target),
+                *REQUIREMENTS,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, f"pip install {PROTOLINK} failed:\n{proc.stderr[-3000:]}"
+        stamp.write_text(" ".join(REQUIREMENTS))
+    return target
+
+
+def mint(grants: list[str], **claims: Any) -> str:
+    """An HS256 JWT as docs/http.md says to mint one."""
+    payload = {
+        "sub": "support-bot",
+        "exp": int(time.time()) + 600,
+        "grants": grants,
+        "namespaces": [NS],
+        **claims,
+    }
+    return jwt.encode(payload, SECRET, algorithm="HS256")
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    db = tmp_path / "protolink.db"
+
+    async def prepare() -> None:
+        store = await open_store(f"sqlite:///{db}")
+        try:
+            await fill(store, NS)
+            await fill(store, "other")  # a reset of "everything" in acme leaves it alone
+        finally:
+            await store.close()
+
+    asyncio.run(prepare())
+    with serve(
+        db,
+        tmp_path / "serve.log",
+        "--agent",
+        "_server_helpers:demo_agent",
+        env={"TETHER_JWT_SECRET": SECRET},
+    ) as s:
+        yield s
+
+
+def _ok(out: dict[str, Any], name: str) -> dict[str, Any]:
+    assert "result" in out[name], (name, out[name])
+    result: dict[str, Any] = out[name]["result"]
+    return result
+
+
+def test_protolinks_agent_client_drives_tether_serve(
+    protolink_path: Path, served: Served, tmp_path: Path
+) -> None:
+    token = mint(["state.describe", "state.reset", "state.compact"])
+    reader = mint(["state.describe"], sub="reader")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("protolink_driver.py")),
+            served.url.rstrip("/"),
+            SECRET,
+            token,
+            reader,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(protolink_path)},
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+
+    # No credentials: the client sends no header, and the server refuses.
+    assert "401" in out["anonymous"]["message"], out["anonymous"]
+
+    # describe without a session: every store over the namespace, conversation first,
+    # item_count = sessions (the seed's mapping session -> messages).
+    every = _ok(out, "describe_all")
+    names = [s["name"] for s in every["stores"]]
+    assert names[:4] == ["conversation", "tools", "task", "flow"]
+    assert every["stores"][0]["item_count"] == 2  # support-1 and support-2 talked
+    # describe a session: the seed's own check, stores[0].name == "conversation".
+    one = _ok(out, "describe_session")
+    conv = one["stores"][0]
+    assert conv["name"] == "conversation" and conv["exists"] is True
+    assert one["session_id"] is None  # tether names the session "thread"; it is in scope
+    assert conv["message_count"] == len(conv["data"]) > 8
+
+    # compact with each strategy: "conversation" in compacted, before/after in metadata.
+    for strategy in ("recent", "tokens", "summary"):
+        res = _ok(out, f"compact_{strategy}")
+        assert res["compacted"] == ["conversation"], (strategy, res)
+        meta = res["stores"][0]["metadata"]
+        assert meta["strategy"] == strategy and meta["after"] < meta["before"], meta
+
+    # A token without the reset grant: refused, nothing cleared.
+    assert "403" in out["reader_reset"]["message"], out["reader_reset"]
+
+    # reset of one session: the seed's check, "conversation" in cleared.
+    reset = _ok(out, "reset_session")
+    assert "conversation" in reset["cleared"] and "thread:support-2" in reset["cleared"]
+    gone = _ok(out, "after_session_reset")["stores"][0]
+    assert gone["name"] == "conversation" and gone["exists"] is False
+
+    # reset without a session: every session (the whole namespace), as in the seed.
+    everything = _ok(out, "reset_all")
+    assert everything["cleared"][:4] == ["conversation", "tools", "task", "flow"]
+    after = _ok(out, "after_reset_all")
+    assert after["stores"][0]["name"] == "conversation"
+    assert after["stores"][0]["exists"] is False and after["stores"][0]["item_count"] == 0
+
+    async def others_left() -> int:
+        store = await open_store(f"sqlite:///{tmp_path / 'protolink.db'}")
+        try:
+            return (await store.head("other", "thread:support-1")).sequence
+        finally:
+            await store.close()
+
+    assert asyncio.run(others_left()) > 0
+    assert token not in served.log.read_text()
+
+
+# --------------------------------------------------------------------------- /state/* rules
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[Store]:
+    s = MemoryStore()
+    await fill(s)
+    await fill(s, NS)
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def client(store: Store) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(
+        store,
+        tokens=Tokens.single(TOKEN).merged(Tokens([], jwt=JwtKey(secret=SECRET))),
+        agent=demo_agent,
+    )
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://tether",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    ) as c:
+        yield c
+
+
+async def test_state_routes_read_requests_as_seed_002_does(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    # 20.0 is an integer and unknown keys are ignored (and named), as the seed's from_dict.
+    body = {
+        "session_id": "support-1",
+        "strategy": "recent",
+        "max_messages": 20.0,
+        "preserve_recent": 2.0,
+        "stores": "conversation",
+        "future_field": 1,
+        "metadata": None,
+    }
+    r = await client.post("/state/compact", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["metadata"] == {"ignored_fields": ["future_field"]}
+    r = await client.post(
+        "/state/describe", json={"session_id": "support-1", "x": 1, "metadata": {"who": "ops"}}
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["metadata"] == {"who": "ops", "ignored_fields": ["x"]}
+    # A fraction is not silently truncated: exact or a loud error.
+    r = await client.post("/state/compact", json={"session_id": "support-1", "max_messages": 2.5})
+    assert r.status_code == 400 and r.json()["details"]["field"] == "max_messages"
+    # An unknown store is reported as not enabled, as the seed's State does.
+    r = await client.post(
+        "/state/describe", json={"session_id": "support-1", "stores": ["conversation", "vectors"]}
+    )
+    got = r.json()
+    assert [(s["name"], s["enabled"]) for s in got["stores"]] == [
+        ("conversation", True),
+        ("graph", True),
+        ("vectors", False),
+    ]
+    assert got["missing"] == ["vectors"]
+    # tether's own routes stay strict.
+    r = await client.post("/v1/ns/default/threads/support-1/fork", json={"node": "x", "y": 1})
+    assert r.status_code == 400
+
+
+async def test_a_reset_without_a_session_resets_every_session(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    # With stores: exactly those stores, in every scope of the namespace.
+    r = await client.post("/state/reset", json={"session_id": None, "stores": ["memory"]})
+    got = r.json()
+    assert r.status_code == 200, got
+    assert got["cleared"][0] == "memory" and "thread:support-1/memory" in got["cleared"]
+    assert "user:ada/memory" in got["cleared"]
+    assert (await store.head("default", "thread:support-1")).sequence > 0
+    # Without: the whole namespace, and only it.
+    r = await client.post("/state/reset", json={"session_id": None, "stores": []})
+    got = r.json()
+    assert got["cleared"] == [*control.STORES, "namespace:default"]
+    assert (await store.head("default", "thread:support-1")).sequence == 0
+    assert (await store.head(NS, "thread:support-1")).sequence > 0
+
+
+async def test_jwt_bearer_tokens(client: httpx.AsyncClient, store: Store) -> None:
+    def auth(token: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token}"}
+
+    who = await client.get("/v1/whoami", headers=auth(mint(["state.describe"])))
+    assert who.status_code == 200
+    assert who.json()["name"] == "jwt.support-bot" and who.json()["namespaces"] == [NS]
+    # The token's one namespace is the body's default on /state/*; others are refused.
+    r = await client.post("/state/describe", headers=auth(mint(["state.describe"])), json={})
+    assert r.status_code == 200 and r.json()["namespace"] == NS
+    r = await client.post(
+        "/state/describe", headers=auth(mint(["state.describe"])), json={"namespace": "default"}
+    )
+    assert r.status_code == 403
+    r = await client.post(
+        "/state/reset", headers=auth(mint(["state.describe"])), json={"session_id": "support-1"}
+    )
+    assert r.status_code == 403
+    assert (await store.head(NS, "thread:support-1")).sequence > 0
+    refused = [
+        mint(["state.describe"], exp=int(time.time()) - 60),  # expired
+        jwt.encode({"grants": ["*"], "namespaces": ["*"]}, SECRET, algorithm="HS256"),  # no exp
+        jwt.encode(
+            {"exp": int(time.time()) + 60, "grants": ["*"], "namespaces": ["*"]},
+            "another-secret-" + "x" * 32,
+            algorithm="HS256",
+        ),
+        jwt.encode(
+            {"exp": int(time.time()) + 60, "grants": ["*"], "namespaces": ["*"]},
+            SECRET * 2,  # (64 bytes at least for HS512, or PyJWT warns)
+            algorithm="HS512",
+        ),
+        mint(["state.everything"]),  # a grant that does not exist
+        mint(["*"], namespaces=[]),  # no namespace
+        jwt.encode(
+            {"exp": int(time.time()) + 60, "grants": ["*"], "namespaces": ["*"]},
+            None,
+            algorithm="none",
+        ),
+    ]
+    for token in refused:
+        r = await client.post("/state/describe", headers=auth(token), json={})
+        assert r.status_code == 401, (jwt.get_unverified_header(token), r.text)
+        assert token not in r.text
+    with pytest.raises(Exception, match="shorter than 32"):
+        JwtKey(secret="short")

@@ -242,7 +242,7 @@ def test_inspector_finds_opens_and_clears_a_thread(served: Served, tmp_path: Pat
     after = api(served, "GET", "/v1/ns/default/threads")["threads"]
     assert [t["thread"] for t in after] == ["billing", "crawl-done", "crawl-waiting", "support-2"]
     gone = api(served, "GET", "/v1/ns/default/threads/support-1")
-    assert gone["stores"][0]["node_count"] == 0 and gone["missing"] == ["thread:support-1"]
+    assert gone["stores"][-1]["node_count"] == 0 and gone["missing"] == ["thread:support-1"]
     assert problems == []
     shots = ("node", "execution", "runs", "run", "tools", "confirm", "cleared")
     for name in (f"inspector-{s}.png" for s in shots):

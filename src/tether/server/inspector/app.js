@@ -849,7 +849,9 @@ async function resetPart(fields, title, text) {
   if (!(await confirmDialog(title, text, "Clear state"))) return;
   try {
     const r = await api.post("/state/reset", { namespace: state.ns, thread: state.thread, ...fields });
-    toast(r.cleared.length ? `Cleared ${r.cleared.join(", ")}` : "Nothing to clear", "ok");
+    // /state/* names seed 002's stores first ("tools"); the exact labels ("thread:t/tools") say more.
+    const exact = r.cleared.filter((c) => c.includes(":"));
+    toast(exact.length ? `Cleared ${exact.join(", ")}` : "Nothing to clear", "ok");
   } catch (err) {
     fail(err);
     return;

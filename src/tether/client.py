@@ -53,7 +53,7 @@ from .core.errors import (
     StoreError,
     TetherError,
 )
-from .runtime.results import PendingApproval, StepResult
+from .projections.runs import PendingApproval, StepResult
 
 __all__ = ["Client", "ClientError", "SyncClient"]
 

@@ -1,7 +1,7 @@
 """Flow state (seed 002's ``flow`` module): a spec's progress and its run-scoped variables.
 
 Derived, never stored on its own: a run's progress is what the planner reads
-(``tether.runtime.plan.RunView``) from the run's nodes: the spec nodes it visited
+(``tether.projections.runs.RunView``) from the run's nodes: the spec nodes it visited
 in order, the node it stands at when unfinished, and each loop's iteration (loop
 records, docs/graph-encoding.md); its variables are the ``run:<run>:var:<name>``
 resources of the thread. The control plane reports it as the ``flow`` store and
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.graph import CausalNode
+from ..projections.runs import run_views
 
 __all__ = ["FlowState", "flow_states"]
 
@@ -58,18 +59,7 @@ def flow_states(
 ) -> list[FlowState]:
     """Each run's progress, oldest first, from a thread's nodes (in sequence order) and its
     ``run:<run>:var:<name>`` resource heads. Pure."""
-    from ..runtime.plan import RunView
-
-    views: dict[str, RunView] = {}
-    for n in nodes:
-        p = n.payload
-        run = p.get("run") if isinstance(p, dict) else None
-        if not isinstance(run, str):
-            continue
-        if n.kind == "goal":
-            views.setdefault(run, RunView(goal=n))
-        elif run in views:
-            views[run].add(n)
+    views = run_views(nodes)
     variables: dict[str, dict[str, Any]] = {}
     for key, node in run_variables.items():
         run, sep, name = key[4:].partition(":var:")

@@ -30,17 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from ..core import scopes
 from ..core.errors import InvalidRequest, NotFound
 from ..core.graph import CausalNode
+from ..projections.runs import PendingApproval, RunView, run_of, run_views
 from ..store.base import Store
 from ..store.txn import Transaction, transact
-
-if TYPE_CHECKING:
-    from ..runtime.plan import RunView
-    from ..runtime.results import PendingApproval
 
 __all__ = [
     "RUN_STATUSES",
@@ -209,24 +206,16 @@ class RunList:
 # --------------------------------------------------------------------------- pure projection
 
 
-def _run_of(n: CausalNode) -> str | None:
-    p = n.payload
-    r = p.get("run") if isinstance(p, dict) else None
-    return r if isinstance(r, str) else None
-
-
 def transitions(goal: CausalNode, nodes: Sequence[CausalNode]) -> list[Transition]:
     """A run's status history, from its goal and the thread's nodes after it (in sequence order).
 
     An inference and its tool calls commit together, so the status is read after the
     last of them, never in between (where it could look suspended for an instant).
     """
-    from ..runtime.plan import RunView
-
-    run = _run_of(goal)
+    run = run_of(goal)
     view = RunView(goal=goal)
     out = [Transition(status="running", at=goal.created_at, node=goal.id)]
-    mine = [n for n in nodes if n.sequence > goal.sequence and _run_of(n) == run]
+    mine = [n for n in nodes if n.sequence > goal.sequence and run_of(n) == run]
     for i, n in enumerate(mine):
         view.add(n)
         if n.kind == "goal":
@@ -422,18 +411,7 @@ async def _thread_nodes(store: Store, namespace: str, thread: str) -> list[Causa
 
 
 def _views(nodes: list[CausalNode]) -> list[RunView]:
-    from ..runtime.plan import RunView
-
-    views: dict[str, RunView] = {}
-    for n in nodes:
-        r = _run_of(n)
-        if r is None:
-            continue
-        if n.kind == "goal":
-            views.setdefault(r, RunView(goal=n))
-        elif r in views:
-            views[r].add(n)
-    return list(views.values())
+    return list(run_views(nodes).values())
 
 
 async def task_states(
@@ -494,7 +472,6 @@ async def pending_approvals(store: Store, namespace: str, thread: str) -> list[P
     """
     from ..core.erased import erased_placeholders
     from ..projections._reads import read_tail
-    from ..runtime.plan import RunView
     from ..store.base import check_name
 
     check_name("namespace", namespace)

@@ -9,12 +9,16 @@ the nodes that carry its run id (docs/graph-encoding.md):
   (``run:<run>:node:<name>`` resources, always completed) and, for every other
   LLM node that ran in the run (a sub-node call), one child executor whose own
   children are that node's tool calls;
-* status: ``answer`` -> completed; ``protocol_error`` -> failed; a tool call that
-  needs approval and has no ``verification`` -> suspended (and so are its
-  ancestors); a tool call without a result -> running (the view cannot tell a live
-  process from an interrupted one: the runtime re-issues such calls on resume). A
-  tool call with an error result, a rejected approval, or left without a result
-  when its run ended is failed. ``idle`` is reserved for executors the runtime
+* status: the run's is ``RunView.status`` (``tether.projections.runs``, the one rule
+  the runtime and the operations use too): ``protocol_error`` -> failed; ``answer``
+  -> completed; a current round whose calls without a result all wait for approval
+  -> suspended; otherwise running (the view cannot tell a live process from an
+  interrupted one: the runtime re-issues such calls on resume). A tool call's is
+  ``Call.status``: completed or failed by its result; without one, failed when
+  rejected or when its run ended, suspended while it waits for a decision, else
+  running. A sub-node executor is failed or completed with its run, else running
+  while any of its calls runs, suspended while one waits, then running (its model
+  still has to answer) or completed. ``idle`` is reserved for executors the runtime
   has created but that have no node yet; the graph never derives it.
 
 Erased runs (``tether.crypto.erase_user``): outside ``erased_placeholders()`` the
@@ -40,6 +44,7 @@ from ..core.graph import CausalNode
 from ..store.base import Store
 from ._reads import read_nodes, read_tail
 from .projection import flatten, project
+from .runs import Call, RunView, run_of, run_views
 
 __all__ = [
     "ExecutorState",
@@ -48,6 +53,7 @@ __all__ = [
     "RunInfo",
     "execution_view",
     "list_runs",
+    "run_infos",
 ]
 
 ExecutorStatus = Literal["idle", "running", "suspended", "completed", "failed"]
@@ -138,12 +144,6 @@ class RunInfo:
         }
 
 
-def _run_of(n: CausalNode) -> str | None:
-    p = n.payload
-    r = p.get("run") if isinstance(p, dict) else None
-    return r if isinstance(r, str) else None
-
-
 def _llm_of(n: CausalNode) -> str | None:
     p = n.payload
     llm = p.get("llm") if isinstance(p, dict) else None
@@ -179,24 +179,11 @@ def _step_executor(n: CausalNode, run: str, name: str) -> ExecutorState:
     )
 
 
-def _tool_executor(
-    call: CausalNode,
-    result: CausalNode | None,
-    verdict: CausalNode | None,
-    run_ended: bool,
-    run: str,
-) -> ExecutorState:
-    p = call.payload
+def _tool_executor(call: Call, run_ended: bool, run: str) -> ExecutorState:
+    p = call.node.payload
+    result = call.result
     cid = p.get("call_id")
-    status: ExecutorStatus
-    if result is not None:
-        status = "failed" if result.payload.get("is_error") else "completed"
-    elif run_ended or (verdict is not None and verdict.payload.get("decision") == "rejected"):
-        status = "failed"
-    elif p.get("needs_approval") and verdict is None:
-        status = "suspended"
-    else:
-        status = "running"
+    status: ExecutorStatus = call.status(run_finished=run_ended)
     name = str(p.get("name"))
     spec_node = p.get("node") if isinstance(p.get("node"), str) else name  # a tool node's name
     actor = NodeActorState(
@@ -214,7 +201,7 @@ def _tool_executor(
         },
     )
     return ExecutorState(
-        execution_id=call.id,
+        execution_id=call.node.id,
         node_actor_id=actor.actor_id,
         status=status,
         actor=actor,
@@ -223,11 +210,11 @@ def _tool_executor(
     )
 
 
-def _fold(
-    children: list[ExecutorState], ended: ExecutorStatus | None, fallback: ExecutorStatus
-) -> ExecutorStatus:
-    if ended is not None:
-        return ended
+def _fold(children: list[ExecutorState], fallback: ExecutorStatus) -> ExecutorStatus:
+    """An unfinished executor's status from its children's: running while one of them
+    runs (a crash window with a call waiting beside it is running, as for the run)."""
+    if any(c.status == "running" for c in children):
+        return "running"
     if any(c.status == "suspended" for c in children):
         return "suspended"
     return fallback
@@ -235,9 +222,8 @@ def _fold(
 
 def build_execution(nodes: list[CausalNode], run: str) -> ExecutorState:
     """The executor tree of ``run`` from its nodes (pure; ``nodes`` in sequence order)."""
-    mine = [n for n in nodes if _run_of(n) == run]
-    goal = next((n for n in mine if n.kind == "goal"), None)
-    if goal is None:
+    view = run_views(nodes).get(run)
+    if view is None:
         erased = sum(1 for n in nodes if n.kind == "goal" and is_erased(n.payload))
         if erased:
             raise KeyErased(
@@ -247,22 +233,9 @@ def build_execution(nodes: list[CausalNode], run: str) -> ExecutorState:
                 erased_runs=erased,
             )
         raise NotFound(f"run {run!r} has no goal node in this thread", run=run)
-    ended: ExecutorStatus | None = None
-    for n in mine:
-        if n.kind == "protocol_error":
-            ended = "failed"
-        elif n.kind == "answer" and ended is None:
-            ended = "completed"
-    results: dict[tuple[str | None, str], CausalNode] = {}  # (llm, call id) -> result
-    verdicts: dict[str, CausalNode] = {}  # tool_call node id -> latest decision
-    for n in mine:
-        p = n.payload if isinstance(n.payload, dict) else {}
-        if n.kind == "tool_result" and isinstance(p.get("call_id"), str):
-            results.setdefault((_llm_of(n), p["call_id"]), n)
-        elif n.kind == "verification":
-            target = p.get("tool_call")
-            for t in [target] if isinstance(target, str) else list(n.parents):
-                verdicts[t] = n
+    goal = view.goal
+    mine = [goal, *view.nodes]
+    ended = view.finished
     start_llm = goal.payload.get("llm") if isinstance(goal.payload.get("llm"), str) else None
     # The run's own children: the start LLM's tool calls, tool nodes' calls (llm null)
     # and step records; every other LLM node is a sub-executor holding its calls.
@@ -271,17 +244,15 @@ def build_execution(nodes: list[CausalNode], run: str) -> ExecutorState:
     first_inference: dict[str, CausalNode] = {}
     last_inference: dict[str, CausalNode] = {}
     steps = f"run:{run}:node:"
-    for n in mine:
+    for n in view.nodes:
         llm = _llm_of(n)
         if n.kind == "inference" and llm is not None:
             first_inference.setdefault(llm, n)
             last_inference[llm] = n
             if llm != start_llm:
                 by_llm.setdefault(llm, [])
-        elif n.kind == "tool_call":
-            cid = n.payload.get("call_id")
-            result = results.get((llm, cid)) if isinstance(cid, str) else None
-            ex = _tool_executor(n, result, verdicts.get(n.id), ended is not None, run)
+        elif n.kind == "tool_call" and n.id in view.calls:
+            ex = _tool_executor(view.calls[n.id], ended, run)
             if llm is None or llm == start_llm:
                 children.append(ex)
             else:
@@ -303,22 +274,24 @@ def build_execution(nodes: list[CausalNode], run: str) -> ExecutorState:
     for llm, calls in by_llm.items():
         last = last_inference.get(llm)
         waiting = last is not None and bool(last.payload.get("tool_calls"))
-        status = _fold(calls, ended, "running" if waiting else "completed")
+        sub: ExecutorStatus = (
+            view.status if ended else _fold(calls, "running" if waiting else "completed")
+        )
         children.append(
             ExecutorState(
                 execution_id=first_inference[llm].id
                 if llm in first_inference
                 else calls[0].execution_id,
                 node_actor_id=f"llm:{llm}",
-                status=status,
+                status=sub,
                 child_executor_ids=tuple(c.execution_id for c in calls),
                 children=tuple(calls),
-                actor=llm_actor(llm, status),
+                actor=llm_actor(llm, sub),
                 run=run,
                 kind="llm",
             )
         )
-    status = _fold([e for c in children for e in c.walk()], ended, "running")
+    status = view.status
     actor_name = start_llm or "start"
     return ExecutorState(
         execution_id=goal.id,
@@ -340,7 +313,7 @@ async def execution_view(
     head = await store.head(namespace, scope)
 
     def found_goal(nodes: list[CausalNode]) -> bool:
-        return any(n.kind == "goal" and _run_of(n) == run_id for n in nodes)
+        return any(n.kind == "goal" and run_of(n) == run_id for n in nodes)
 
     nodes = await read_tail(
         store, namespace, scope, after=0, before=head.sequence + 1, enough=found_goal
@@ -353,43 +326,25 @@ async def list_runs(store: Store, namespace: str, thread_id: str) -> list[RunInf
     scope = scopes.thread(thread_id)
     head = await store.head(namespace, scope)
     nodes = await read_nodes(store, namespace, scope, after=0, before=head.sequence + 1)
-    goals: dict[str, CausalNode] = {}
-    end: dict[str, CausalNode] = {}
-    waiting: dict[str, set[str]] = {}  # run -> call ids awaiting approval
-    for n in nodes:
-        r = _run_of(n)
-        if r is None:
-            continue
-        p = n.payload
-        if n.kind == "goal":
-            goals.setdefault(r, n)
-        elif n.kind in ("answer", "protocol_error"):
-            if n.kind == "protocol_error" or r not in end:
-                end[r] = n
-        elif n.kind == "tool_call" and p.get("needs_approval"):
-            waiting.setdefault(r, set()).add(str(p.get("call_id")))
-        elif n.kind in ("verification", "tool_result"):
-            waiting.get(r, set()).discard(str(p.get("call_id")))
-    out = []
-    for r, g in goals.items():
-        e = end.get(r)
-        status: ExecutorStatus
-        if e is not None:
-            status = "failed" if e.kind == "protocol_error" else "completed"
-        else:
-            status = "suspended" if waiting.get(r) else "running"
-        err = e.payload.get("error") if e is not None and e.kind == "protocol_error" else None
-        out.append(
-            RunInfo(
-                run=r,
-                status=status,
-                goal_id=g.id,
-                started_at=g.created_at,
-                ended_at=e.created_at if e is not None else None,
-                llm=g.payload.get("llm") if isinstance(g.payload.get("llm"), str) else None,
-                input=g.payload.get("input"),
-                error=err if isinstance(err, dict) else None,
-                sequence=g.sequence,
-            )
-        )
-    return out
+    return run_infos(nodes)
+
+
+def run_infos(nodes: Iterable[CausalNode]) -> list[RunInfo]:
+    """Every run among a thread's ``nodes`` (in sequence order), oldest first. Pure."""
+    return [_info(v) for v in run_views(nodes).values()]
+
+
+def _info(view: RunView) -> RunInfo:
+    g, e = view.goal, view.ended
+    err = view.error.payload.get("error") if view.error is not None else None
+    return RunInfo(
+        run=view.run_id,
+        status=view.status,
+        goal_id=g.id,
+        started_at=g.created_at,
+        ended_at=e.created_at if e is not None else None,
+        llm=g.payload.get("llm") if isinstance(g.payload.get("llm"), str) else None,
+        input=g.payload.get("input"),
+        error=err if isinstance(err, dict) else None,
+        sequence=g.sequence,
+    )

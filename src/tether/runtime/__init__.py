@@ -8,6 +8,7 @@ map onto graph nodes is docs/graph-encoding.md.
 
 from __future__ import annotations
 
+from ..projections.runs import PendingApproval, RunError, RunStatus, StepResult
 from .agent import Agent
 from .agent_memory_tools import MemoryTools
 from .credentials import CredentialError, CredentialProvider
@@ -21,7 +22,6 @@ from .errors import (
     TemplateError,
     ToolDefinitionError,
 )
-from .results import PendingApproval, RunError, RunStatus, StepResult
 from .spec import Edge, LLMNode, LoopNode, Spec, ToolNode, VarNode, VarSetNode
 from .templates import Condition, Template
 from .tool_state import SyncToolState, ToolState

@@ -23,21 +23,22 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
-from ..control.tasks import RunList, TaskState, task_states
+from ..control.tasks import RunList, TaskState
 from ..control.tasks import runs as control_runs
+from ..control.tasks import task as control_task
 from ..control.types import StateOperationResult
 from ..core import scopes
-from ..core.errors import InvalidRequest, NotFound
+from ..core.errors import InvalidRequest
 from ..core.messages import Model
 from ..core.vocab import NodeType, Vocabulary
 from ..models._config import model_from_config
+from ..projections.runs import PendingApproval, StepResult
 from ..store import Store, open_store
 from ..store.base import check_name
 from .agent_memory_tools import MemoryTools, memory_tools
 from .credentials import CredentialProvider
 from .errors import AgentError, SpecError
 from .executor import Executor
-from .results import PendingApproval, StepResult
 from .spec import Spec, ToolNode, check_tools
 from .tool_state import ToolState
 from .tools import Tool, as_tool, resolve_tools
@@ -342,16 +343,9 @@ class Agent:
         )
 
     async def task(self, thread: str, run: str | None = None) -> TaskState:
-        """One run's metadata and status history (the thread's latest run by default)."""
-        states = await task_states(await self._get_store(), self.namespace, thread)
-        if not states:
-            raise NotFound(f"thread {thread!r} has no runs", thread=thread)
-        if run is None:
-            return states[-1]
-        for t in states:
-            if t.run == run:
-                return t
-        raise NotFound(f"thread {thread!r} has no run {run!r}", thread=thread, run=run)
+        """One run's metadata and status history (the thread's latest run by default):
+        ``tether.control.task`` on this agent's namespace."""
+        return await control_task(await self._get_store(), self.namespace, thread, run)
 
     async def tool_state(
         self, tool: str, *, thread: str | None = None, user: str | None = None

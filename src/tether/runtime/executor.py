@@ -55,6 +55,7 @@ from ..core.vocab import Vocabulary
 from ..crypto import bind_thread, erased_placeholders
 from ..models.errors import ModelError
 from ..projections import Variables, load_conversation
+from ..projections.runs import StepResult
 from ..store.base import Head, Store
 from ..store.txn import Transaction
 from . import agent_memory_api as _memory_api
@@ -80,7 +81,6 @@ from .plan import (
     next_action,
     step_key,
 )
-from .results import StepResult
 from .spec import LLMNode, LoopNode, Spec, ToolNode, VarNode, VarSetNode
 from .templates import Condition, Template
 from .tool_state import ToolState, state_lock
@@ -441,22 +441,7 @@ class Executor:
                 await self._fail(rc, e.code, e.message, basis)
 
     def _result(self, rc: _Run) -> StepResult:
-        v = rc.view
-        if v.error is not None:
-            return StepResult(run_id=v.run_id, thread=rc.thread, status="failed", error=v.run_error)
-        if v.answer is not None:
-            return StepResult(
-                run_id=v.run_id,
-                thread=rc.thread,
-                status="completed",
-                answer=v.answer.payload.get("output"),
-            )
-        return StepResult(
-            run_id=v.run_id,
-            thread=rc.thread,
-            status="suspended",
-            pending_approvals=tuple(c.approval() for c in v.pending()),
-        )
+        return rc.view.result(rc.thread)
 
     async def _fail(self, rc: _Run, code: str, message: str, expect: int) -> None:
         log.info("run %s failed: [%s] %s", rc.run_id, code, message)

@@ -198,7 +198,7 @@ def test_declarations_validate_and_coerce_defaults() -> None:
     for kw, field in [
         ({"name": "1x", "type": "string"}, "name"),
         ({"name": "x", "type": "date"}, "type"),
-        ({"name": "x", "type": "string", "scope": "session"}, "scope"),
+        ({"name": "x", "type": "string", "scope": "galaxy"}, "scope"),
         ({"name": "x", "type": "integer", "default": "many"}, "default"),
     ]:
         with pytest.raises(InvalidRequest) as e:

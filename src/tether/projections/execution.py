@@ -42,9 +42,9 @@ from ..core.erased import is_erased
 from ..core.errors import KeyErased, NotFound
 from ..core.graph import CausalNode
 from ..store.base import Store
-from ._reads import read_nodes, read_tail
+from ._reads import read_nodes
 from .projection import flatten, project
-from .runs import Call, RunView, run_of, run_views
+from .runs import Call, RunView, run_views
 
 __all__ = [
     "ExecutorState",
@@ -62,7 +62,9 @@ ExecutorStatus = Literal["idle", "running", "suspended", "completed", "failed"]
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NodeActorState:
     """Seed 000's actor state. ``node_state``: ``{"messages": [...]}`` for an LLM node
-    (this run's messages), ``{"input", "output", "is_error", "call_id"}`` for a tool."""
+    (the node's whole conversation in the thread through this run, as seed 000's actor
+    remembers it across turns; compaction summaries aside), ``{"input", "output",
+    "is_error", "call_id"}`` for a tool."""
 
     actor_id: str
     node_id: str
@@ -221,7 +223,11 @@ def _fold(children: list[ExecutorState], fallback: ExecutorStatus) -> ExecutorSt
 
 
 def build_execution(nodes: list[CausalNode], run: str) -> ExecutorState:
-    """The executor tree of ``run`` from its nodes (pure; ``nodes`` in sequence order)."""
+    """The executor tree of ``run`` from its nodes (pure; ``nodes`` in sequence order).
+
+    An LLM actor's messages are its conversation over ``nodes`` up to the run's last
+    node: give the thread from its start for the node's whole history.
+    """
     view = run_views(nodes).get(run)
     if view is None:
         erased = sum(1 for n in nodes if n.kind == "goal" and is_erased(n.payload))
@@ -260,6 +266,11 @@ def build_execution(nodes: list[CausalNode], run: str) -> ExecutorState:
         elif n.kind == "resource" and (n.resource_key or "").startswith(steps):
             children.append(_step_executor(n, run, str(n.resource_key)[len(steps) :]))
 
+    # What the node remembers at the end of this run (seed 000: an LLM actor keeps the
+    # whole history across turns): every earlier run's messages and this run's.
+    through = max(n.sequence for n in mine)
+    history = [n for n in nodes if n.sequence <= through]
+
     def llm_actor(llm: str, status: ExecutorStatus) -> NodeActorState:
         return NodeActorState(
             actor_id=f"llm:{llm}",
@@ -268,7 +279,7 @@ def build_execution(nodes: list[CausalNode], run: str) -> ExecutorState:
             node_type="LLMNode",
             status=status,
             has_error=status == "failed",
-            node_state={"messages": flatten(project(mine, llm=llm, run=run))},
+            node_state={"messages": flatten(project(history, llm=llm, run=run))},
         )
 
     for llm, calls in by_llm.items():
@@ -308,16 +319,11 @@ def build_execution(nodes: list[CausalNode], run: str) -> ExecutorState:
 async def execution_view(
     store: Store, namespace: str, thread_id: str, run_id: str
 ) -> ExecutorState:
-    """The executor tree of one run. Reads the thread from its tail back to the run's goal."""
+    """The executor tree of one run. Reads the thread from its start: an LLM actor's
+    state is the node's whole conversation through the run."""
     scope = scopes.thread(thread_id)
     head = await store.head(namespace, scope)
-
-    def found_goal(nodes: list[CausalNode]) -> bool:
-        return any(n.kind == "goal" and run_of(n) == run_id for n in nodes)
-
-    nodes = await read_tail(
-        store, namespace, scope, after=0, before=head.sequence + 1, enough=found_goal
-    )
+    nodes = await read_nodes(store, namespace, scope, after=0, before=head.sequence + 1)
     return build_execution(nodes, run_id)
 
 

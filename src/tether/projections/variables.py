@@ -14,6 +14,10 @@ run      the thread graph under ``run:<run>:var:<name>``: each run sees only
 call     kept in the ``Variables`` object only, never persisted (SPEC §2)
 =======  ================================================================
 
+Seed 004's three scopes are thread / session / call, where a session is one run of
+the graph (one message): ``scope="session"`` is accepted as another name for
+``run`` (``VarDecl.scope`` reads ``"run"``; a spec keeps the name it was given).
+
 A write coerces the value to the declared type (``coercion``); a value that cannot
 be coerced is stored as given and ``WriteResult.error`` says why.
 
@@ -48,6 +52,8 @@ from .errors import UnknownVariable, UnstorableValue
 __all__ = ["VAR_SCOPES", "VarDecl", "VarVersion", "Variables", "WriteResult"]
 
 VAR_SCOPES: Final = ("app", "user", "thread", "run", "call")
+# Seed 004's name for a scope -> tether's.
+SCOPE_ALIASES: Final = {"session": "run"}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -70,9 +76,12 @@ class VarDecl:
                 f"variable {self.name!r}: unknown type {self.type!r}; use one of {', '.join(TYPES)}",
                 field="type",
             )
+        if isinstance(self.scope, str) and self.scope in SCOPE_ALIASES:
+            object.__setattr__(self, "scope", SCOPE_ALIASES[self.scope])
         if self.scope not in VAR_SCOPES:
             raise InvalidRequest(
-                f"variable {self.name!r}: unknown scope {self.scope!r}; use one of {', '.join(VAR_SCOPES)}",
+                f"variable {self.name!r}: unknown scope {self.scope!r}; use one of "
+                f"{', '.join(VAR_SCOPES)} (or session, seed 004's name for run)",
                 field="scope",
             )
         if self.default is not None:

@@ -18,17 +18,18 @@ and the model and is never written.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
-from ..control.tasks import RunList, TaskState
+from ..control.tasks import RunList, TaskState, list_index
 from ..control.tasks import runs as control_runs
 from ..control.tasks import task as control_task
 from ..control.types import StateOperationResult
 from ..core import scopes
-from ..core.errors import InvalidRequest
+from ..core.errors import InvalidRequest, NotFound
 from ..core.messages import Model
 from ..core.vocab import NodeType, Vocabulary
 from ..models._config import model_from_config
@@ -191,7 +192,7 @@ class Agent:
         self,
         input: Any,
         *,
-        thread: str = "default",
+        thread: str | None = None,
         user: str | None = None,
         context: Mapping[str, Any] | None = None,
         metadata: Mapping[str, Any] | None = None,
@@ -199,7 +200,9 @@ class Agent:
         """Run one turn on ``thread``: the answer, or a suspension for approvals, or a failure.
 
         An interrupted run on the thread is finished first; a run waiting for approvals
-        raises RunSuspendedError (approve or reject first).
+        raises RunSuspendedError (approve or reject first). Without ``thread`` the run is
+        its own thread (named by its run id, ``result.thread``), as seed 004's runs with
+        no chat behind them: nothing is shared with any other run.
         """
         ctx = _context(context)
         return await self._with(
@@ -207,15 +210,39 @@ class Agent:
         )
 
     async def resume(
-        self, thread: str = "default", *, context: Mapping[str, Any] | None = None
+        self,
+        thread: str | None = None,
+        *,
+        run: str | None = None,
+        context: Mapping[str, Any] | None = None,
     ) -> StepResult:
-        """Finish the thread's latest run from the graph (after a crash or a shutdown).
+        """Finish a run from the graph (after a crash or a shutdown): the thread's latest
+        run, or the run ``run`` (seed 000's execution id) wherever it is.
 
         Completed steps are skipped; a tool call that was running is re-issued with
         the same idempotency key. A finished or suspended run is reported as it is.
+        ``run`` alone finds the run's thread: a run started without a thread is its own
+        thread, any other is looked up in the run index.
         """
+        if thread is None and run is None:
+            raise InvalidRequest("resume needs thread= or run= (a run id)", field="thread")
         ctx = _context(context)
-        return await self._with(lambda ex: ex.resume(thread=thread, context=ctx))
+        if thread is None:
+            assert run is not None
+            thread = await self._thread_of(run)
+        where = thread
+        return await self._with(lambda ex: ex.resume(thread=where, run=run, context=ctx))
+
+    async def _thread_of(self, run: str) -> str:
+        """The thread of run ``run``: its own (a run started without one), else the index's."""
+        store = await self._get_store()
+        with contextlib.suppress(NotFound):
+            await control_task(store, self.namespace, run, run)
+            return run
+        for entry in await list_index(store, self.namespace):
+            if entry.run == run:
+                return entry.thread
+        raise NotFound(f"no run {run!r} in namespace {self.namespace!r}", run=run)
 
     @overload
     async def approve(
@@ -407,7 +434,7 @@ class Agent:
         """``step`` for scripts without an event loop (opens and closes a URL store per call)."""
         return self._run_sync(lambda: self.step(input, **kw))
 
-    def resume_sync(self, thread: str = "default", **kw: Any) -> StepResult:
+    def resume_sync(self, thread: str | None = None, **kw: Any) -> StepResult:
         return self._run_sync(lambda: self.resume(thread, **kw))
 
     def approve_sync(self, thread: str, call: str, **kw: Any) -> StepResult | None:

@@ -89,6 +89,9 @@ from .tools import Tool, ToolArgumentsError, jsonable
 log = logging.getLogger("tether.runtime")
 
 _PAGE: Final = 500
+# protocol_error codes of a run ended by an exception that is not a TetherError.
+MODEL_RAISED: Final = "model_raised"
+UNEXPECTED: Final = "unexpected_error"
 _ATTEMPTS: Final = 50
 # Node kinds that can change a run's status (or what it waits for).
 _STATUS_KINDS: Final = frozenset(
@@ -155,11 +158,15 @@ class Executor:
         self,
         input: Any,
         *,
-        thread: str,
+        thread: str | None,
         user: str | None,
         context: dict[str, Any],
         metadata: Mapping[str, Any] | None,
     ) -> StepResult:
+        # A run with no thread is its own thread (seed 004; docs/graph-encoding.md).
+        own = None if thread is not None else "run_" + secrets.token_hex(12)
+        thread = own or thread
+        assert thread is not None
         scope = scopes.thread(thread)
         if user is not None:
             scopes.user(user)
@@ -189,7 +196,7 @@ class Executor:
                 log.info("finishing interrupted run %s on %s", view.run_id, scope)
                 await self._drive(self._ctx(thread, scope, head, view, context))
                 continue
-            run_id = "run_" + secrets.token_hex(12)
+            run_id = own or "run_" + secrets.token_hex(12)
             goal_llm = (
                 self.spec.start if isinstance(self.spec.node(self.spec.start), LLMNode) else None
             )
@@ -212,11 +219,14 @@ class Executor:
             return await self._drive(self._ctx(thread, scope, after, RunView(goal=goal), context))
         raise Conflict(f"could not start a run on thread {thread!r}: it kept moving; retry")
 
-    async def resume(self, *, thread: str, context: dict[str, Any]) -> StepResult:
+    async def resume(
+        self, *, thread: str, context: dict[str, Any], run: str | None = None
+    ) -> StepResult:
         scope = scopes.thread(thread)
-        head, view = await self._current(scope)
+        head, view = await self._current(scope, run)
         if view is None:
-            raise NotFound(f"thread {thread!r} has no run to resume", thread=thread)
+            what = f"no run {run!r}" if run is not None else "no run to resume"
+            raise NotFound(f"thread {thread!r} has {what}", thread=thread, run=run)
         rc = self._ctx(thread, scope, head, view, context)
         if view.finished or view.status == "suspended":
             return self._result(rc)
@@ -328,10 +338,13 @@ class Executor:
             before = page[-1].sequence
         return None, []
 
-    async def _current(self, scope: str) -> tuple[Head, RunView | None]:
-        """The thread's head now, and its latest run as of that head (None: no run yet)."""
+    async def _current(
+        self, scope: str, run: str | None = None
+    ) -> tuple[Head, RunView | None]:
+        """The thread's head now, and its latest run (or the run ``run``) as of that head
+        (None: no such run)."""
         head = await self.store.head(self.namespace, scope)
-        goal, nodes = await self._scan(scope, head)
+        goal, nodes = await self._scan(scope, head, run)
         return head, None if goal is None else RunView.derive(goal, nodes)
 
     async def _sync(self, rc: _Run, head: Head) -> None:
@@ -439,6 +452,12 @@ class Executor:
                 if isinstance(e, Conflict | NotFound) or e.code == "store":
                     raise
                 await self._fail(rc, e.code, e.message, basis)
+            except Exception as e:
+                # Anything else (a bug in a template filter, a malformed model response):
+                # the run fails with a typed node and the thread goes on. A store that
+                # cannot be written fails the _fail commit too, and that propagates.
+                log.exception("run %s: unexpected %s", rc.run_id, type(e).__name__)
+                await self._fail(rc, UNEXPECTED, f"{type(e).__name__}: {e}", basis)
 
     def _result(self, rc: _Run) -> StepResult:
         return rc.view.result(rc.thread)
@@ -707,7 +726,18 @@ class Executor:
             memory=await _memory_api.memories(self.store, self.namespace, mem_scopes),
             context=rc.context,
         )
-        response = await model.complete(request)
+        try:
+            response = await model.complete(request)
+        except TetherError:
+            raise
+        except Exception as e:
+            # A model is code too (a client, a router, a test double): whatever it raises
+            # ends this run, typed, instead of leaving it open for every later step.
+            raise ModelError(
+                f"the model raised {type(e).__name__}: {e}",
+                code=MODEL_RAISED,
+                exception=type(e).__name__,
+            ) from e
         await self._commit_inference(rc, node, input_text, response, basis)
 
     async def _commit_inference(

@@ -1,0 +1,143 @@
+"""What seed 000 (Liman) and seed 004 (the visual platform) users rely on in the runtime:
+runs with no thread, the session scope, failures that end a run and not the thread,
+an LLM actor's whole history, and resuming an execution by its id."""
+
+from __future__ import annotations
+
+import pytest
+
+from tether.core.errors import InvalidRequest, NotFound
+from tether.models import ModelRequest, ModelResponse, Rule, ScriptedModel, call
+from tether.projections import VarDecl, execution_view
+from tether.runtime import Agent, Edge, LLMNode, Spec, VarNode, VarSetNode, tool
+from tether.runtime.executor import MODEL_RAISED
+from tether.store.in_memory import MemoryStore
+
+NS = "default"
+
+
+class Flaky:
+    """A model that raises ``error`` on its first ``fails`` calls, then answers as ``inner``."""
+
+    def __init__(self, error: BaseException, fails: int = 1) -> None:
+        self.error, self.fails = error, fails
+        self.inner = ScriptedModel.demo()
+        self.calls = 0
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        if self.calls <= self.fails:
+            raise self.error
+        return await self.inner.complete(request)
+
+
+class Died(BaseException):
+    """The process is gone (nothing in the runtime catches it)."""
+
+
+async def test_a_run_with_no_thread_is_its_own_thread() -> None:
+    store = MemoryStore()
+    agent = Agent(None, ScriptedModel.demo(), store=store)
+    a = await agent.step("Hello, my name is Ada.")
+    b = await agent.step("What is my name?")
+    assert a.status == b.status == "completed"
+    assert a.thread == a.run_id and b.thread == b.run_id and a.thread != b.thread
+    # Nothing is shared: the second run does not see the first one's conversation.
+    assert "Ada" not in str(b.answer)
+    assert (await store.head(NS, "thread:default")).sequence == 0
+    assert (await store.head(NS, f"thread:{a.run_id}")).sequence > 0
+
+
+async def test_session_scope_is_the_run() -> None:
+    assert VarDecl(name="n", type="integer", scope="session").scope == "run"
+    with pytest.raises(InvalidRequest, match="session, seed 004's name for run"):
+        VarDecl(name="n", type="integer", scope="galaxy")
+    spec = Spec(
+        nodes=[
+            LLMNode(name="agent"),
+            VarNode(name="seen", type="integer", scope="session", default=0),
+            VarSetNode(name="bump", var="seen", value="{{ variables.seen + 1 }}"),
+        ],
+        edges=[Edge(src="agent", dst="bump")],
+        start="agent",
+    )
+    assert Spec.from_dict(spec.to_dict()).to_dict() == spec.to_dict()  # the name is kept
+    agent = Agent(spec, ScriptedModel.demo())
+    first = await agent.step("hi", thread="t")
+    second = await agent.step("hi", thread="t")
+    # Each run (seed 004's session) starts from the default: 0 + 1 both times.
+    assert first.answer == second.answer == 1
+
+
+async def test_a_model_that_raises_fails_the_run_and_the_thread_goes_on() -> None:
+    store = MemoryStore()
+    model = Flaky(RuntimeError("the router fell over"))
+    agent = Agent(None, model, store=store)
+    failed = await agent.step("hello", thread="t")
+    assert failed.status == "failed" and failed.error is not None
+    assert failed.error.code == MODEL_RAISED
+    assert "RuntimeError: the router fell over" in failed.error.message
+    errors = [n for n in await store.nodes(NS, "thread:t") if n.kind == "protocol_error"]
+    assert [e.payload["run"] for e in errors] == [failed.run_id]
+    assert errors[0].payload["error"]["code"] == MODEL_RAISED
+    ok = await agent.step("Hello, my name is Ada.", thread="t")
+    assert ok.status == "completed" and ok.run_id != failed.run_id
+    assert model.calls == 2  # the failed run was not retried by the next step
+    assert [r.status for r in (await agent.runs(thread="t")).runs] == ["failed", "completed"]
+
+
+async def test_a_tool_that_raises_is_an_error_result_and_the_thread_goes_on() -> None:
+    @tool
+    def lookup(q: str) -> str:
+        """Always broken."""
+        raise ValueError(f"no index for {q}")
+
+    model = ScriptedModel(
+        [Rule(match=r"find (\w+)", tools=[call("lookup", q="{1}")], then="got: {result}")]
+    )
+    agent = Agent(None, model, tools=[lookup])
+    r = await agent.step("find cats", thread="t")
+    # The model sees the failure and answers; the run completes and the thread goes on.
+    assert r.status == "completed" and "ValueError: no index for cats" in str(r.answer)
+    assert (await agent.step("find dogs", thread="t")).status == "completed"
+
+
+async def test_an_llm_actor_holds_the_nodes_whole_history() -> None:
+    store = MemoryStore()
+    agent = Agent(None, ScriptedModel.demo(), store=store)
+    first = await agent.step("Hello, my name is Ada.", thread="t")
+    second = await agent.step("What is my name?", thread="t")
+    view = await execution_view(store, NS, "t", second.run_id)
+    assert view.actor is not None
+    said = [(m["role"], m["content"]) for m in view.actor.node_state["messages"]]
+    assert said[0] == ("user", "Hello, my name is Ada.")
+    assert said[2] == ("user", "What is my name?") and len(said) == 4
+    # An earlier run's actor holds what the node knew then, not what came after.
+    early = await execution_view(store, NS, "t", first.run_id)
+    assert early.actor is not None and len(early.actor.node_state["messages"]) == 2
+
+
+async def test_resume_an_execution_by_its_id() -> None:
+    store = MemoryStore()
+    crashing = Agent(None, Flaky(Died()), store=store)
+    with pytest.raises(Died):
+        await crashing.step("Hello, my name is Ada.", thread="t")
+    (open_run,) = (await crashing.runs(thread="t")).runs
+    assert open_run.status == "running"
+    later = Agent(None, ScriptedModel.demo(), store=store)
+    # By its id alone: the run index says where it is.
+    done = await later.resume(run=open_run.run)
+    assert done.status == "completed" and done.run_id == open_run.run and done.thread == "t"
+    newer = await later.step("What is my name?", thread="t")
+    # Not only the latest run: an earlier one is reported as it ended.
+    again = await later.resume("t", run=open_run.run)
+    assert again.run_id == open_run.run and again.answer == done.answer != newer.answer
+    # A run started without a thread is found under its own id.
+    solo = await later.step("hi")
+    assert (await later.resume(run=solo.run_id)).answer == solo.answer
+    with pytest.raises(NotFound):
+        await later.resume(run="run_nope")
+    with pytest.raises(NotFound):
+        await later.resume("t", run=solo.run_id)
+    with pytest.raises(InvalidRequest):
+        await later.resume()

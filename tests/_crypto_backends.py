@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from tether.crypto._store import secure
-from tether.store import Store, open_store
+from tether.store import Store, open_store, secure
 from tether.store.in_memory import MemoryStore
 
 BACKENDS = ("memory", "sqlite", "redis", "postgres")

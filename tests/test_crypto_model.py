@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tether import Transaction
 from tether.crypto import KeyErased, MasterKey, bind_thread, erase_user, erased_placeholders, rotate
-from tether.crypto._store import secure
+from tether.store import secure
 from tether.store.in_memory import MemoryStore
 
 NS = "model"

@@ -72,15 +72,11 @@ class ClientError(TetherError):
 # --------------------------------------------------------------------------- errors
 
 
-@functools.cache
 def _error_classes() -> dict[str, type[TetherError]]:
-    """Every TetherError subclass by class name, so an HTTP error comes back as itself."""
-    # Importing these registers their errors; the server's auth errors only when the
-    # server extra is installed (the client does not need it).
-    from . import runtime  # noqa: F401
-
-    with contextlib.suppress(ImportError):  # without fastapi: statuses decide
-        from .server import auth, limits  # noqa: F401
+    """Every TetherError subclass loaded in this process, by class name, so an HTTP error
+    comes back as itself. The client speaks HTTP only and imports neither the runtime nor
+    the server: a caller who catches one of their errors has imported its class, which
+    registers it here; any other error comes back by its status (``_BY_STATUS``)."""
     out: dict[str, type[TetherError]] = {}
     stack: list[type[TetherError]] = [TetherError]
     while stack:

@@ -63,7 +63,7 @@ async def tool_state(store: Store, namespace: str, scope: str) -> dict[str, dict
 
 
 async def thread_nodes(store: Store, namespace: str, scope: str) -> list[CausalNode]:
-    from ..projections._reads import read_nodes
+    from ..projections.reads import read_nodes
 
     head = await store.head(namespace, scope)
     return await read_nodes(store, namespace, scope, after=0, before=head.sequence + 1)

@@ -38,7 +38,7 @@ from ..core.errors import Conflict, InvalidSnapshot, NotFound, StoreError
 from ..core.graph import DEFAULT_LIMITS, SNAPSHOT_VERSION, AgentState, CausalNode, Limits
 from ..core.validate import NodeChecker
 from ..core.vocab import Vocabulary
-from ..crypto._store import bind_thread, bound_user, encrypted
+from ..crypto import bind_thread, bound_user, encrypted
 from ..store.base import Head, ScopeWrite, Store
 from .types import ScopeCheck
 

@@ -403,7 +403,7 @@ async def runs(
 
 
 async def _thread_nodes(store: Store, namespace: str, thread: str) -> list[CausalNode]:
-    from ..projections._reads import read_nodes
+    from ..projections.reads import read_nodes
 
     scope = scopes.thread(thread)
     head = await store.head(namespace, scope)
@@ -471,7 +471,7 @@ async def pending_approvals(store: Store, namespace: str, thread: str) -> list[P
     thread's), as the runtime does; no agent is needed to see what waits.
     """
     from ..core.erased import erased_placeholders
-    from ..projections._reads import read_tail
+    from ..projections.reads import read_tail
     from ..store.base import check_name
 
     check_name("namespace", namespace)

@@ -154,6 +154,16 @@ class CipherError(TetherError):
     default_code: ClassVar[str] = "cipher"
 
 
+class MissingKey(CipherError):
+    """The store is encrypted but no master key was given, or a key source is empty.
+
+    Here, not in tether.crypto: ``open_store`` raises it for a plaintext open of an
+    encrypted store, and a plaintext open never loads the cipher."""
+
+    code = "missing_key"
+    default_code = "missing_key"
+
+
 class KeyErased(CipherError):
     """The payload's data key was destroyed: its owner's data was erased.
 

@@ -22,10 +22,10 @@ Needs the ``crypto`` extra (``pip install 'tether[crypto]'``).
 from __future__ import annotations
 
 from ..core.erased import erased_placeholders, is_erased
+from ..store.keys import KeyStore, MemoryKeyStore, WrappedKey
 from ._codec import CipherCodec
 from ._envelope import OVERHEAD
 from ._keyring import ErasureReport, Keyring, RotationReport
-from ._keystore import KeyStore, MemoryKeyStore, WrappedKey
 from ._master import MasterKey, MasterKeyProvider
 from ._store import (
     Cipher,

@@ -34,8 +34,8 @@ from ..core.erased import (
 )
 from ..core.graph import now_iso
 from ..store.base import Store, check_name
+from ..store.keys import NAMESPACE_OWNER, KeyStore, WrappedKey
 from ._envelope import KEY_ID_BYTES
-from ._keystore import NAMESPACE_OWNER, KeyStore, WrappedKey
 from ._master import KEY_BYTES, MasterKeyProvider, aesgcm
 from .errors import CipherError, KeyErased, MissingKey, NotEncrypted, WrongKey
 

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from ..core import scopes
 from ..core.errors import StoreError
 from ..core.graph import CausalNode
+from ..store import set_cipher_hook
 from ..store.base import (
     Head,
     ScopeInfo,
@@ -27,11 +28,11 @@ from ..store.base import (
     check_name,
     check_writes,
 )
+from ..store.keys import KeyStore
 from ._codec import CipherCodec
 from ._keyring import ErasureReport, KeyNotLoaded, Keyring, OnErased, RotationReport
-from ._keystore import KeyStore
 from ._master import ENV_VAR, MasterKey, MasterKeyProvider
-from .errors import CipherError, MissingKey
+from .errors import CipherError
 
 T = TypeVar("T")
 
@@ -127,6 +128,12 @@ class EncryptedStore(Store):
             f"data keys of {namespace}/{scope} kept changing while reading; try again",
             code="key_churn",
         )
+
+    async def keystore(self) -> KeyStore | None:
+        return await self.inner.keystore()
+
+    async def holds_keys(self) -> bool:
+        return await self.inner.holds_keys()
 
     # -- the Store contract -------------------------------------------------------------
 
@@ -295,12 +302,16 @@ async def encrypt_store(
     keystore: KeyStore | None = None,
 ) -> EncryptedStore:
     """Encrypt an open store. Raises ``WrongKey`` / ``NotEncrypted`` before writing anything."""
-    from ._backends import keystore_for
-
     if isinstance(store, EncryptedStore) or isinstance(store.codec, CipherCodec):
         raise CipherError("this store is already encrypted", code="invalid_request")
     c = Cipher.of(cipher)
-    ks = keystore or await keystore_for(store)
+    ks = keystore or await store.keystore()
+    if ks is None:
+        raise CipherError(
+            f"{type(store).__name__} keeps no key table (its keystore() hook returns None): "
+            "pass keystore= to encrypt_store",
+            code="cipher_unsupported",
+        )
     try:
         ring = await Keyring.open(
             ks, c.masters, store=store, cache_ttl=c.cache_ttl, on_erased=c.on_erased
@@ -312,25 +323,12 @@ async def encrypt_store(
     return EncryptedStore(store, ring)
 
 
-async def secure(store: Store, cipher: Any) -> Store:
-    """``open_store``'s hook: encrypt with ``cipher``, or refuse an encrypted store without one.
+async def _secure(store: Store, cipher: Any) -> Store:
+    """``open_store(url, cipher=...)``'s hook (registered below): encrypt with ``cipher``."""
+    return await encrypt_store(store, cipher)
 
-    On failure the freshly opened store is closed, so nothing leaks.
-    """
-    try:
-        if cipher is not None:
-            return await encrypt_store(store, cipher)
-        from ._backends import is_encrypted
 
-        if await is_encrypted(store):
-            raise MissingKey(
-                "this store is encrypted: open it with a master key, e.g. "
-                "open_store(url, cipher=MasterKey.from_env())"
-            )
-        return store
-    except BaseException:
-        await store.close()
-        raise
+set_cipher_hook(_secure)
 
 
 def encrypted(store: Store) -> EncryptedStore | None:

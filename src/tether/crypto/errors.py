@@ -15,7 +15,7 @@ from __future__ import annotations
 
 __all__ = ["CipherError", "KeyErased", "MissingKey", "NotEncrypted", "WrongKey"]
 
-from ..core.errors import CipherError, KeyErased
+from ..core.errors import CipherError, KeyErased, MissingKey
 
 
 class WrongKey(CipherError):
@@ -28,13 +28,6 @@ class WrongKey(CipherError):
 
     code = "wrong_key"
     default_code = "wrong_key"
-
-
-class MissingKey(CipherError):
-    """The store is encrypted but no master key was given, or a key source is empty."""
-
-    code = "missing_key"
-    default_code = "missing_key"
 
 
 class NotEncrypted(CipherError):

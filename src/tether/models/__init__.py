@@ -17,7 +17,7 @@ from ..core.messages import (
     ToolCall,
     ToolSpec,
 )
-from ._config import model_from_config
+from .config import model_from_config
 from .errors import (
     ModelBadArgumentsError,
     ModelBadResponseError,

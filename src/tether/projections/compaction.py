@@ -48,7 +48,6 @@ from ..core.graph import CausalNode
 from ..core.messages import Message, Model, ModelRequest
 from ..store.base import Store
 from ..store.txn import Transaction, transact
-from ._reads import read_nodes
 from .errors import NothingToUndo
 from .policies import select_recent, select_tokens, select_window, unit_tokens
 from .projection import (
@@ -62,6 +61,7 @@ from .projection import (
     system_key,
     text_of,
 )
+from .reads import read_nodes
 from .tokens import TokenCounter, default_counter, messages_tokens
 
 __all__ = [

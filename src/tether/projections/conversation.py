@@ -25,7 +25,6 @@ from ..core import scopes
 from ..core.errors import InvalidRequest
 from ..core.messages import Message, Model
 from ..store.base import Store
-from ._reads import read_nodes, read_tail
 from .policies import (
     Buffer,
     Policy,
@@ -46,6 +45,7 @@ from .projection import (
     summary_message,
     system_key,
 )
+from .reads import read_nodes, read_tail
 from .tokens import default_counter, messages_tokens
 
 __all__ = ["ConversationView", "check_llm", "conversation_view", "load_conversation"]

@@ -42,8 +42,8 @@ from ..core.erased import is_erased
 from ..core.errors import KeyErased, NotFound
 from ..core.graph import CausalNode
 from ..store.base import Store
-from ._reads import read_nodes
 from .projection import flatten, project
+from .reads import read_nodes
 from .runs import Call, RunView, run_views
 
 __all__ = [

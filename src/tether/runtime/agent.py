@@ -32,7 +32,7 @@ from ..core import scopes
 from ..core.errors import InvalidRequest, NotFound
 from ..core.messages import Model
 from ..core.vocab import NodeType, Vocabulary
-from ..models._config import model_from_config
+from ..models.config import model_from_config
 from ..projections.runs import PendingApproval, StepResult
 from ..store import Store, open_store
 from ..store.base import check_name

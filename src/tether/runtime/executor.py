@@ -338,9 +338,7 @@ class Executor:
             before = page[-1].sequence
         return None, []
 
-    async def _current(
-        self, scope: str, run: str | None = None
-    ) -> tuple[Head, RunView | None]:
+    async def _current(self, scope: str, run: str | None = None) -> tuple[Head, RunView | None]:
         """The thread's head now, and its latest run (or the run ``run``) as of that head
         (None: no such run)."""
         head = await self.store.head(self.namespace, scope)

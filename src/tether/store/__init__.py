@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..core.errors import InvalidRequest
+from ..core.errors import InvalidRequest, MissingKey
 from .base import (
     DuplicateNodes,
     Head,
@@ -26,7 +27,20 @@ __all__ = [
     "ScopeWrite",
     "Store",
     "open_store",
+    "secure",
+    "set_cipher_hook",
 ]
+
+# How open_store(cipher=...) encrypts: set by tether.crypto when it is imported (a
+# cipher is a tether.crypto object, so it is always set by the time one is passed).
+# The store layer never imports the cipher: a plaintext store never loads it.
+_cipher_hook: Callable[[Store, Any], Awaitable[Store]] | None = None
+
+
+def set_cipher_hook(hook: Callable[[Store, Any], Awaitable[Store]]) -> None:
+    """Register how ``open_store(url, cipher=...)`` wraps a store (``tether.crypto`` does)."""
+    global _cipher_hook
+    _cipher_hook = hook
 
 
 async def open_store(url: str, **options: Any) -> Store:
@@ -43,10 +57,32 @@ async def open_store(url: str, **options: Any) -> Store:
     store that was encrypted raises ``tether.crypto.MissingKey``.
     """
     cipher = options.pop("cipher", None)
-    store = await _open_backend(url, **options)
-    from ..crypto._store import secure  # needs no cryptography unless cipher is given
+    return await secure(await _open_backend(url, **options), cipher)
 
-    return await secure(store, cipher)
+
+async def secure(store: Store, cipher: Any) -> Store:
+    """What ``open_store`` does with a freshly opened backend: encrypt it with ``cipher``
+    (a ``tether.crypto`` key or ``Cipher``), or, without one, refuse it with
+    ``MissingKey`` if it holds keys (``Store.holds_keys``). On failure the store is
+    closed, so nothing leaks."""
+    try:
+        if cipher is not None:
+            if _cipher_hook is None:
+                raise InvalidRequest(
+                    f"cipher= takes a tether.crypto MasterKey, a list of them or a Cipher, "
+                    f"got {type(cipher).__name__}",
+                    field="cipher",
+                )
+            return await _cipher_hook(store, cipher)
+        if await store.holds_keys():  # the backend's hook: no second connection, no cipher
+            raise MissingKey(
+                "this store is encrypted: open it with a master key, e.g. "
+                "open_store(url, cipher=MasterKey.from_env())"
+            )
+        return store
+    except BaseException:
+        await store.close()
+        raise
 
 
 async def _open_backend(url: str, **options: Any) -> Store:

@@ -32,6 +32,7 @@ import orjson
 
 from ..core.errors import Conflict, InvalidNode, InvalidRequest
 from ..core.graph import ID_PATTERN, KINDS, CausalNode
+from .keys import KeyStore
 
 _NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
 _id_ok = ID_PATTERN.fullmatch
@@ -287,6 +288,20 @@ class Store(ABC):
     @abstractmethod
     async def stats(self, namespace: str, scope: str) -> ScopeStats:
         """Node count, stored payload bytes and nodes per kind of one scope."""
+
+    # -- what the backend supports (hooks with defaults) ---------------------------
+
+    async def keystore(self) -> KeyStore | None:
+        """Where this backend keeps the key table of ``tether.crypto``: beside its own data,
+        on its own connections, so keys live and die with what they open. None (the
+        default): this backend keeps no keys; ``encrypt_store`` then needs ``keystore=``."""
+        return None
+
+    async def holds_keys(self) -> bool:
+        """Whether this store's database holds key-check values (it was opened with a
+        cipher, so opening it without one must fail). Read-only, through the store's own
+        connection; the default, for a backend without a key table, is False."""
+        return False
 
     async def close(self) -> None:  # noqa: B027 - optional for backends with nothing to release
         """Release connections. The store is unusable afterwards."""

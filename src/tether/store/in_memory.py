@@ -25,6 +25,7 @@ from .base import (
     check_writes,
     conflict,
 )
+from .keys import KeyStore, MemoryKeyStore
 
 
 @dataclass
@@ -42,6 +43,7 @@ class MemoryStore(Store):
         super().__init__(codec=codec)
         self.url = url
         self._data: dict[str, dict[str, _Scope]] = {}
+        self._keys: MemoryKeyStore | None = None  # the key table, once encrypted
         self._lock = asyncio.Lock()
 
     def _scope(self, namespace: str, scope: str) -> _Scope | None:
@@ -194,6 +196,15 @@ class MemoryStore(Store):
             ScopeInfo(scope=k, generation=ns[k].generation, sequence=len(ns[k].nodes))
             for k in names[start : start + limit]
         ]
+
+    async def keystore(self) -> KeyStore:
+        # The keys live on the store object, exactly as long as the data they open.
+        if self._keys is None:
+            self._keys = MemoryKeyStore()
+        return self._keys
+
+    async def holds_keys(self) -> bool:
+        return self._keys is not None and bool(await self._keys.checks())
 
     async def stats(self, namespace: str, scope: str) -> ScopeStats:
         sc = self._scope(namespace, scope)

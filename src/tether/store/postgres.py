@@ -54,6 +54,7 @@ from .base import (
     check_writes,
     conflict,
 )
+from .keys import KeyStore
 
 T = TypeVar("T")
 
@@ -573,6 +574,16 @@ class PostgresStore(Store):
         )
 
     # -- closing -----------------------------------------------------------------
+
+    async def keystore(self) -> KeyStore:
+        from ._postgres_keys import PostgresKeyStore
+
+        return PostgresKeyStore(self._pool, schema=self.schema, owned=False)
+
+    async def holds_keys(self) -> bool:
+        from ._postgres_keys import PostgresKeyStore
+
+        return await PostgresKeyStore(self._pool, schema=self.schema, owned=False).has_checks()
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None

@@ -40,6 +40,7 @@ from .base import (
     check_writes,
     conflict,
 )
+from .keys import KeyStore
 
 DEFAULT_PREFIX: Final = "tether:"
 # Scopes reset per script call in delete_namespace: bounds how long Redis blocks.
@@ -175,6 +176,17 @@ class RedisStore(Store):
             await store.close()
             raise
         return store
+
+    async def keystore(self) -> KeyStore:
+        from ._redis_keys import RedisKeyStore
+
+        # The store's own client (its pool, credentials and TLS settings) and prefix.
+        return RedisKeyStore(self._r, self.prefix)
+
+    async def holds_keys(self) -> bool:
+        from ._redis_keys import RedisKeyStore
+
+        return await RedisKeyStore(self._r, self.prefix).has_checks()
 
     async def close(self) -> None:
         if not self._closed:

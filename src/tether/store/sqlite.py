@@ -31,7 +31,7 @@ import contextlib
 import random
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,6 +65,7 @@ from .base import (
     check_writes,
     conflict,
 )
+from .keys import KeyStore, MemoryKeyStore
 
 T = TypeVar("T")
 
@@ -84,6 +85,34 @@ def _is_busy(e: sqlite3.Error) -> bool:
         return code & 0xFF in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED and their extended codes
     msg = str(e).lower()
     return "locked" in msg or "busy" in msg
+
+
+async def retry_busy(
+    attempt: Callable[[], Awaitable[T]], *, path: str, busy_timeout: float, what: str = "SQLite"
+) -> T:
+    """``await attempt()``, retrying SQLITE_BUSY with a jittered backoff for up to
+    ``busy_timeout`` seconds (then ``StoreError(code="busy")``); any other SQLite error
+    is a ``StoreError``. The one retry loop of the SQLite store and its key table."""
+    deadline = 0.0
+    delay = 0.0002
+    while True:
+        try:
+            return await attempt()
+        except sqlite3.Error as e:
+            if not _is_busy(e):
+                raise StoreError(f"{what} failed on {path!r}: {e}") from e
+            now = time.monotonic()
+            if not deadline:
+                deadline = now + busy_timeout
+            elif now >= deadline:
+                raise StoreError(
+                    f"{path!r} stayed locked by another connection for "
+                    f"{busy_timeout:g} s; raise busy_timeout or find the process "
+                    "holding a long write transaction",
+                    code="busy",
+                ) from e
+            await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+            delay = min(delay * 2, 0.02)
 
 
 def parse_url(url: str) -> tuple[str, dict[str, str]]:
@@ -133,6 +162,7 @@ class SQLiteStore(Store):
             if offload
             else None
         )
+        self._memory_keys: MemoryKeyStore | None = None  # the key table of :memory:
         self._sids: dict[tuple[str, str], int] = {}
 
     # -- opening -----------------------------------------------------------------
@@ -274,29 +304,14 @@ class SQLiteStore(Store):
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` (inline or on the store's thread), retrying SQLITE_BUSY."""
-        deadline = 0.0
-        delay = 0.0002
-        while True:
-            try:
-                if self._executor is None:
-                    return self._guarded(fn, *args)
-                loop = asyncio.get_running_loop()
-                return await loop.run_in_executor(self._executor, self._guarded, fn, *args)
-            except sqlite3.Error as e:
-                if not _is_busy(e):
-                    raise StoreError(f"SQLite failed on {self.path!r}: {e}") from e
-                now = time.monotonic()
-                if not deadline:
-                    deadline = now + self.busy_timeout
-                elif now >= deadline:
-                    raise StoreError(
-                        f"{self.path!r} stayed locked by another connection for "
-                        f"{self.busy_timeout:g} s; raise busy_timeout or find the process "
-                        "holding a long write transaction",
-                        code="busy",
-                    ) from e
-                await asyncio.sleep(delay * random.uniform(0.5, 1.5))
-                delay = min(delay * 2, 0.02)
+
+        async def attempt() -> T:
+            if self._executor is None:
+                return self._guarded(fn, *args)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, self._guarded, fn, *args)
+
+        return await retry_busy(attempt, path=self.path, busy_timeout=self.busy_timeout)
 
     def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
         # Runs on the thread that owns the connection: a failed call never leaves a
@@ -761,6 +776,23 @@ class SQLiteStore(Store):
         )
 
     # -- closing -----------------------------------------------------------------
+
+    async def keystore(self) -> KeyStore:
+        if self.path == ":memory:":  # the keys live as long as this connection's data
+            if self._memory_keys is None:
+                self._memory_keys = MemoryKeyStore()
+            return self._memory_keys
+        from ._sqlite_keys import SQLiteKeyStore
+
+        # A connection of its own (secure_delete, synchronous=FULL), same file.
+        return SQLiteKeyStore(self.path, busy_timeout=self.busy_timeout)
+
+    async def holds_keys(self) -> bool:
+        if self.path == ":memory:":
+            return self._memory_keys is not None and bool(await self._memory_keys.checks())
+        from ._sqlite_keys import holds_checks
+
+        return await self._call(lambda: holds_checks(self._c))
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None

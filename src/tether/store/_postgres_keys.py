@@ -1,8 +1,7 @@
 """The key table in a PostgreSQL store's database.
 
 Tables ``tether_crypto_*`` beside the store's own, reached through the store's
-connection pool when it exposes one (so the same credentials, TLS and
-``search_path`` apply), else through a small pool of its own on the store's URL.
+connection pool (``PostgresStore.keystore()``: the same credentials, TLS and schema).
 Migrations are versioned and serialised by an advisory lock.
 
 Erasure sets the wrapped key to NULL; PostgreSQL keeps the old row version until
@@ -18,8 +17,7 @@ from typing import Any, Final
 
 from ..core.errors import StoreError
 from ..core.graph import now_iso
-from ..store.base import Store
-from ._keystore import KeyStore, WrappedKey
+from .keys import KeyStore, WrappedKey
 
 # Append-only: never edit a shipped migration, add the next one.
 MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
@@ -68,14 +66,6 @@ def _sql(template: str, schema: str) -> str:
     )
 
 
-def _store_pool(store: Store) -> Any:
-    for attr in ("pool", "_pool"):
-        pool = getattr(store, attr, None)
-        if pool is not None and hasattr(pool, "acquire"):
-            return pool
-    return None
-
-
 class PostgresKeyStore(KeyStore):
     def __init__(self, pool: Any, *, schema: str = "public", owned: bool) -> None:
         self._pool = pool
@@ -83,27 +73,9 @@ class PostgresKeyStore(KeyStore):
         self._owned = owned
         self._ready = False
 
-    @classmethod
-    async def for_store(cls, store: Store) -> PostgresKeyStore:
-        schema = getattr(store, "schema", None) or "public"
-        pool = _store_pool(store)
-        if pool is not None:
-            return cls(pool, schema=schema, owned=False)
-        import asyncpg
-
-        try:
-            pool = await asyncpg.create_pool(store.url, min_size=1, max_size=4)
-        except (OSError, asyncpg.PostgresError) as e:
-            raise StoreError(f"cannot connect the key table to {store.url}: {e}") from e
-        return cls(pool, schema=schema, owned=True)
-
-    @classmethod
-    async def store_has_checks(cls, store: Store) -> bool:
-        ks = await cls.for_store(store)
-        try:
-            return bool(await ks.checks())
-        finally:
-            await ks.close()
+    async def has_checks(self) -> bool:
+        """Whether any key-check value is registered (read-only: no table is created)."""
+        return bool(await self.checks())
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
         import asyncpg

@@ -11,17 +11,15 @@ there either (best effort: a concurrent reader can delay the checkpoint).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import random
 import sqlite3
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Final, TypeVar
 
 from ..core.errors import StoreError
 from ..core.graph import now_iso
-from ._keystore import KeyStore, WrappedKey
+from .keys import KeyStore, WrappedKey
+from .sqlite import retry_busy
 
 T = TypeVar("T")
 
@@ -60,25 +58,14 @@ def _row(r: tuple[Any, ...]) -> WrappedKey:
     )
 
 
-def _is_busy(e: sqlite3.Error) -> bool:
-    code = getattr(e, "sqlite_errorcode", None)
-    if isinstance(code, int):
-        return code & 0xFF in (5, 6)
-    msg = str(e).lower()
-    return "locked" in msg or "busy" in msg
-
-
-def has_checks(path: str) -> bool:
-    """Whether the file holds key-check values, read without writing (for ``MissingKey``)."""
-    conn = sqlite3.connect(path, timeout=5.0)
-    try:
-        if not conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tether_crypto_checks'"
-        ).fetchone():
-            return False
-        return conn.execute("SELECT 1 FROM tether_crypto_checks LIMIT 1").fetchone() is not None
-    finally:
-        conn.close()
+def holds_checks(c: sqlite3.Connection) -> bool:
+    """Whether the database of connection ``c`` holds key-check values (read-only; the
+    store asks through its own connection, for ``MissingKey``)."""
+    if not c.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tether_crypto_checks'"
+    ).fetchone():
+        return False
+    return c.execute("SELECT 1 FROM tether_crypto_checks LIMIT 1").fetchone() is not None
 
 
 class SQLiteKeyStore(KeyStore):
@@ -99,30 +86,19 @@ class SQLiteKeyStore(KeyStore):
         return self._conn
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        deadline = 0.0
-        delay = 0.0002
-        while True:
+        async def attempt() -> T:
             c = self._c
             try:
-                try:
-                    return fn(c)
-                except BaseException:
-                    if c.in_transaction:
-                        with contextlib.suppress(sqlite3.Error):
-                            c.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as e:
-                if not _is_busy(e):
-                    raise StoreError(f"SQLite key table failed on {self.path!r}: {e}") from e
-                now = time.monotonic()
-                if not deadline:
-                    deadline = now + self.busy_timeout
-                elif now >= deadline:
-                    raise StoreError(
-                        f"{self.path!r} stayed locked for {self.busy_timeout:g} s", code="busy"
-                    ) from e
-                await asyncio.sleep(delay * random.uniform(0.5, 1.5))
-                delay = min(delay * 2, 0.02)
+                return fn(c)
+            except BaseException:
+                if c.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        c.execute("ROLLBACK")
+                raise
+
+        return await retry_busy(
+            attempt, path=self.path, busy_timeout=self.busy_timeout, what="SQLite key table"
+        )
 
     @staticmethod
     def _tx(c: sqlite3.Connection, body: Callable[[sqlite3.Connection], T]) -> T:

@@ -27,8 +27,7 @@ from typing import Any, Final, ParamSpec, TypeVar
 import orjson
 
 from ..core.errors import StoreError
-from ..store.base import Store
-from ._keystore import KeyStore, WrappedKey
+from .keys import KeyStore, WrappedKey
 
 _LOAD: Final = """
 local bound = ''
@@ -157,15 +156,6 @@ class RedisKeyStore(KeyStore):
         self._bind = client.register_script(_BIND)
         self._add_check = client.register_script(_ADD_CHECK)
         self._remove_checks = client.register_script(_REMOVE_CHECKS)
-
-    @classmethod
-    def for_store(cls, store: Store) -> RedisKeyStore:
-        # The store's own client (its pool, credentials and TLS settings) and prefix.
-        client = getattr(store, "_r", None)
-        prefix = getattr(store, "prefix", None)
-        if client is None or not isinstance(prefix, str):
-            raise StoreError("this Redis store exposes no client for the key table")
-        return cls(client, prefix)
 
     def _k(self, namespace: str, what: bytes) -> bytes:
         return self._p + b"{" + _tag(namespace).encode() + b"}:ck:" + what

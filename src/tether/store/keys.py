@@ -7,8 +7,8 @@ reading an erased payload reports ``KeyErased`` rather than an unknown key). Bes
 it: the key-check values (one per master key that may open the store) and the
 thread -> user bindings that make a user's threads erasable with the user.
 
-``KeyStore`` is the contract; one implementation per backend lives in
-``tether.crypto._keystore_<backend>``. All key logic (wrapping, caching,
+``KeyStore`` is the contract; each backend hands out its own through the ``Store``
+contract (``Store.keystore()``; implementations in ``tether.store._<backend>_keys``). All key logic (wrapping, caching,
 rotation) stays in ``Keyring``; a key store only reads and writes rows.
 """
 

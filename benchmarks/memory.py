@@ -37,13 +37,13 @@ class Counting(Store):
         self.inner = inner
         self.read = 0
 
-    async def commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
+    async def _do_commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
         await self.inner.commit(namespace, writes)
 
-    async def reset_scope(self, namespace: str, scope: str) -> Head:
+    async def _do_reset_scope(self, namespace: str, scope: str) -> Head:
         return await self.inner.reset_scope(namespace, scope)
 
-    async def delete_namespace(self, namespace: str) -> int:
+    async def _do_delete_namespace(self, namespace: str) -> int:
         return await self.inner.delete_namespace(namespace)
 
     async def head(self, namespace: str, scope: str) -> Head:

@@ -41,7 +41,7 @@ class DyingStore(Store):
         if self.dead:
             raise Died()
 
-    async def commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
+    async def _do_commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
         self._check()
         self.count += 1
         if self.count == self.at and not self.after:
@@ -52,11 +52,11 @@ class DyingStore(Store):
             self.dead = True
             raise Died()
 
-    async def reset_scope(self, namespace: str, scope: str) -> Head:
+    async def _do_reset_scope(self, namespace: str, scope: str) -> Head:
         self._check()
         return await self.inner.reset_scope(namespace, scope)
 
-    async def delete_namespace(self, namespace: str) -> int:
+    async def _do_delete_namespace(self, namespace: str) -> int:
         self._check()
         return await self.inner.delete_namespace(namespace)
 

@@ -26,7 +26,6 @@ from ..store.base import (
     ScopeWrite,
     Store,
     check_name,
-    check_writes,
 )
 from ..store.keys import KeyStore
 from ._codec import CipherCodec
@@ -137,20 +136,21 @@ class EncryptedStore(Store):
 
     # -- the Store contract -------------------------------------------------------------
 
-    async def commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
+    # The checks ran in Store.commit (before any data key is made: bad input writes
+    # nothing); the inner backend's hooks skip them the second time.
+    async def _do_commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
         self._open()
-        check_writes(namespace, writes)  # before any data key is made: bad input writes nothing
         for scope in dict.fromkeys(w.scope for w in writes if w.nodes):
             await self.keyring.ensure(namespace, scope, create=True)
-        await self.inner.commit(namespace, writes)
+        await self.inner._do_commit(namespace, writes)
 
-    async def reset_scope(self, namespace: str, scope: str) -> Head:
+    async def _do_reset_scope(self, namespace: str, scope: str) -> Head:
         self._open()
-        return await self.inner.reset_scope(namespace, scope)
+        return await self.inner._do_reset_scope(namespace, scope)
 
-    async def delete_namespace(self, namespace: str) -> int:
+    async def _do_delete_namespace(self, namespace: str) -> int:
         self._open()
-        return await self.inner.delete_namespace(namespace)
+        return await self.inner._do_delete_namespace(namespace)
 
     async def head(self, namespace: str, scope: str) -> Head:
         self._open()

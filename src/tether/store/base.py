@@ -212,24 +212,44 @@ class Store(ABC):
     def __init__(self, *, codec: PayloadCodec | None = None) -> None:
         self.codec = codec or JsonCodec()
 
-    # -- writing -----------------------------------------------------------------
+    # -- writing: public methods check, then call the backend's hook ----------------
+    #
+    # A backend implements the ``_do_*`` hooks, never the public methods: the checks
+    # run once, here, for every backend, so a new one cannot skip them.
 
-    @abstractmethod
     async def commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
         """Append to one or several scopes of ``namespace`` in one atomic transaction.
 
-        Call ``check_writes`` first. Raises ``Conflict`` if any scope's head differs
-        from its write's expected head, ``DuplicateNodes`` if a scope already holds
-        one of the ids; in both cases nothing from any scope is written.
+        Raises ``InvalidRequest``/``InvalidNode`` for a malformed commit (nothing
+        written), ``Conflict`` if any scope's head differs from its write's expected
+        head, ``DuplicateNodes`` if a scope already holds one of the ids; in every
+        case nothing from any scope is written.
         """
+        check_writes(namespace, writes)
+        await self._do_commit(namespace, writes)
 
-    @abstractmethod
     async def reset_scope(self, namespace: str, scope: str) -> Head:
         """Delete the scope's nodes and bump its generation; return the new head."""
+        check_name("namespace", namespace)
+        check_name("scope", scope)
+        return await self._do_reset_scope(namespace, scope)
 
-    @abstractmethod
     async def delete_namespace(self, namespace: str) -> int:
         """Reset every scope of the namespace; return how many scopes held nodes."""
+        check_name("namespace", namespace)
+        return await self._do_delete_namespace(namespace)
+
+    @abstractmethod
+    async def _do_commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
+        """``commit`` once its checks passed: atomic, all or nothing (see ``commit``)."""
+
+    @abstractmethod
+    async def _do_reset_scope(self, namespace: str, scope: str) -> Head:
+        """``reset_scope`` once the names are checked."""
+
+    @abstractmethod
+    async def _do_delete_namespace(self, namespace: str) -> int:
+        """``delete_namespace`` once the name is checked."""
 
     # -- reading -----------------------------------------------------------------
 

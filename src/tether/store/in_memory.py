@@ -21,8 +21,6 @@ from .base import (
     ScopeStats,
     ScopeWrite,
     Store,
-    check_name,
-    check_writes,
     conflict,
 )
 from .keys import KeyStore, MemoryKeyStore
@@ -53,8 +51,7 @@ class MemoryStore(Store):
         node, data = entry
         return dataclasses.replace(node, payload=self.codec.decode(namespace, scope, data))
 
-    async def commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
-        check_writes(namespace, writes)
+    async def _do_commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
         async with self._lock:
             ns = self._data.get(namespace, {})
             # Check everything first so that a failure writes nothing.
@@ -98,9 +95,7 @@ class MemoryStore(Store):
                         sc.versions.setdefault(node.resource_key, []).append(idx)
                 sc.frontier = tuple(w.frontier)
 
-    async def reset_scope(self, namespace: str, scope: str) -> Head:
-        check_name("namespace", namespace)
-        check_name("scope", scope)
+    async def _do_reset_scope(self, namespace: str, scope: str) -> Head:
         async with self._lock:
             ns = self._data.setdefault(namespace, {})
             old = ns.get(scope)
@@ -108,8 +103,7 @@ class MemoryStore(Store):
             ns[scope] = _Scope(generation=gen)
             return Head(generation=gen)
 
-    async def delete_namespace(self, namespace: str) -> int:
-        check_name("namespace", namespace)
+    async def _do_delete_namespace(self, namespace: str) -> int:
         async with self._lock:
             ns = self._data.get(namespace, {})
             count = 0

@@ -50,8 +50,6 @@ from .base import (
     ScopeStats,
     ScopeWrite,
     Store,
-    check_name,
-    check_writes,
     conflict,
 )
 from .keys import KeyStore
@@ -323,8 +321,7 @@ class PostgresStore(Store):
 
     # -- writing -----------------------------------------------------------------
 
-    async def commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
-        check_writes(namespace, writes)
+    async def _do_commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
         if not writes:
             return
         # Lock heads in one global order (scope name), as delete_namespace does, so
@@ -405,17 +402,14 @@ class PostgresStore(Store):
         # The duplicates vanished meanwhile (a reset): the caller reloads and retries.
         return Conflict("a scope changed during the commit; reload and retry", namespace=namespace)
 
-    async def reset_scope(self, namespace: str, scope: str) -> Head:
-        check_name("namespace", namespace)
-        check_name("scope", scope)
+    async def _do_reset_scope(self, namespace: str, scope: str) -> Head:
 
         async def run(conn: Any) -> int:
             return int(await conn.fetchval(self._q["reset"], namespace, scope))
 
         return Head(generation=await self._with_conn(run))
 
-    async def delete_namespace(self, namespace: str) -> int:
-        check_name("namespace", namespace)
+    async def _do_delete_namespace(self, namespace: str) -> int:
 
         async def run(conn: Any) -> int:
             return int(await conn.fetchval(self._q["delete_ns"], namespace))

@@ -36,8 +36,6 @@ from .base import (
     ScopeStats,
     ScopeWrite,
     Store,
-    check_name,
-    check_writes,
     conflict,
 )
 from .keys import KeyStore
@@ -268,8 +266,7 @@ class RedisStore(Store):
             args += [k, c]
         return args
 
-    async def commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
-        check_writes(namespace, writes)
+    async def _do_commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
         if not writes:
             return
         keys = list(self._ns_keys(namespace))
@@ -311,9 +308,7 @@ class RedisStore(Store):
         if await self._r.zcard(scopes):
             await self._r.zadd(self._namespaces_key, {name: 0})
 
-    async def reset_scope(self, namespace: str, scope: str) -> Head:
-        check_name("namespace", namespace)
-        check_name("scope", scope)
+    async def _do_reset_scope(self, namespace: str, scope: str) -> Head:
         async with self._errors("reset"):
             gen, left = await self._reset(
                 keys=[*self._scope_keys(namespace, scope), *self._ns_keys(namespace)],
@@ -323,8 +318,7 @@ class RedisStore(Store):
                 await self._forget_if_empty(namespace)
         return Head(generation=int(gen))
 
-    async def delete_namespace(self, namespace: str) -> int:
-        check_name("namespace", namespace)
+    async def _do_delete_namespace(self, namespace: str) -> int:
         stem = self._stem(namespace)
         total = 0
         cursor = b"-"

@@ -61,8 +61,6 @@ from .base import (
     ScopeStats,
     ScopeWrite,
     Store,
-    check_name,
-    check_writes,
     conflict,
 )
 from .keys import KeyStore, MemoryKeyStore
@@ -378,8 +376,7 @@ class SQLiteStore(Store):
 
     # -- writing -----------------------------------------------------------------
 
-    async def commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
-        check_writes(namespace, writes)
+    async def _do_commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
         prepared = [self._prepare(namespace, w) for w in writes]
         await self._call(self._commit, namespace, prepared)
 
@@ -487,9 +484,7 @@ class SQLiteStore(Store):
             ids=found,
         )
 
-    async def reset_scope(self, namespace: str, scope: str) -> Head:
-        check_name("namespace", namespace)
-        check_name("scope", scope)
+    async def _do_reset_scope(self, namespace: str, scope: str) -> Head:
         gen = await self._call(self._reset, namespace, scope)
         return Head(generation=gen)
 
@@ -527,8 +522,7 @@ class SQLiteStore(Store):
         )
         c.execute("DELETE FROM tether_resource_heads WHERE sid = ?", (sid,))
 
-    async def delete_namespace(self, namespace: str) -> int:
-        check_name("namespace", namespace)
+    async def _do_delete_namespace(self, namespace: str) -> int:
         return await self._call(self._delete_namespace, namespace)
 
     def _delete_namespace(self, namespace: str) -> int:

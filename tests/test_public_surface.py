@@ -112,3 +112,34 @@ def test_import_tether_is_light_and_everything_stays_reachable() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+# Each layer's package, and the most names its __init__ may export: a surface small
+# enough to read on one screen. Everything else is private (``_x``) or reached by its
+# module's full name, and never imported across packages (tests/test_architecture.py).
+PACKAGES = {
+    "tether.core": 10,
+    "tether.store": 20,
+    "tether.crypto": 30,
+    "tether.projections": 60,
+    "tether.control": 45,
+    "tether.models": 30,
+    "tether.runtime": 35,
+    "tether.adapters": 5,
+    "tether.server": 15,
+    "tether.client": 5,
+    "tether.cli": 5,
+}
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_each_package_declares_a_small_public_surface(package: str) -> None:
+    mod = importlib.import_module(package)
+    names = getattr(mod, "__all__", None)
+    assert isinstance(names, list), f"{package} has no __all__"
+    assert len(names) == len(set(names)), f"{package}.__all__ repeats a name"
+    assert len(names) <= PACKAGES[package], f"{package} exports {len(names)} names"
+    for name in names:
+        assert not name.startswith("_"), f"{package} exports the private {name}"
+        if not hasattr(mod, name):  # a module of the package, imported by its full name
+            importlib.import_module(f"{package}.{name}")

@@ -63,10 +63,6 @@ def _quote_user(user_id: str) -> str:
     return user_id.replace("%", "%25").replace("/", "%2F")
 
 
-def _unquote_user(text: str) -> str:
-    return text.replace("%2F", "/").replace("%25", "%")
-
-
 def _var(name: str, value: Any) -> dict[str, Any]:
     """A tether variable write (docs/graph-encoding.md) holding one ADK state value."""
     return {"name": name, "type": "json", "value": value, "coerced": False, "error": None}

@@ -48,9 +48,10 @@ from ..core.errors import Conflict, InvalidRequest, InvalidSnapshot, NotFound, T
 from ..store import Store, open_store
 from . import render
 
+__all__ = ["main"]
+
 T = TypeVar("T")
 
-EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INVALID = 3

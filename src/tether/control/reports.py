@@ -32,7 +32,6 @@ SUMMARY: Final = "summary"
 TOOL_STATE: Final = "tool_state"
 TOOL_STATE_PREFIX: Final = "semantic:tool_state:"
 UNFINISHED: Final = frozenset({"running", "suspended"})
-THREAD_ONLY: Final = frozenset({"conversation", "flow", "executions"})
 
 
 def is_memory(node: CausalNode) -> bool:

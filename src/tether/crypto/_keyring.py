@@ -210,10 +210,6 @@ class Keyring:
         self._views: _LRU[tuple[str, str], _View] = _LRU(cache_size)
         self._bound: _LRU[tuple[str, str], str] = _LRU(cache_size)  # (namespace, thread) -> user
 
-    @property
-    def master_ids(self) -> list[str]:
-        return list(self._masters)
-
     # -- opening --------------------------------------------------------------------
 
     @classmethod

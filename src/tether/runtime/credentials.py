@@ -62,20 +62,6 @@ class CredentialProvider(Protocol):
     async def resolve(self, name: str, context: Mapping[str, Any]) -> str | None: ...
 
 
-def check_names(names: Iterable[str] | None, where: str) -> tuple[str, ...]:
-    if names is None:
-        return ()
-    if isinstance(names, str):
-        raise InvalidRequest(f"{where}: credentials is a list of names, not a string")
-    out: list[str] = []
-    for n in names:
-        if not isinstance(n, str) or not n or len(n) > 128:
-            raise InvalidRequest(f"{where}: a credential name is 1-128 characters, got {n!r}")
-        if n not in out:
-            out.append(n)
-    return tuple(out)
-
-
 def split_context(context: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the context without credentials, the credentials it carried)."""
     ctx = dict(context)

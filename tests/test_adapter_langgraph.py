@@ -211,7 +211,7 @@ def test_sync_graph_with_a_private_loop(tmp_path: Path) -> None:
             graph.invoke({"messages": [HumanMessage(f"q{i}")]}, config)
         state = graph.get_state(config)
         assert [m.content for m in state.values["messages"]][::2] == ["q0", "q1", "q2"]
-        assert len(list(saver.list(config))) == 9
+        assert len(list(saver.list(config))) == 9  # list runs on the private loop thread
         assert saver._bridge.owns_loop
     assert not saver._bridge.owns_loop  # closed: the loop thread is gone
 

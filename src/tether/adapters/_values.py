@@ -15,6 +15,14 @@ so a value that did not change between two steps is never stored twice:
   leaf and the right spine (at most ``FANOUT`` ids per level), never the n old
   elements again.
 
+A full leaf (``FANOUT`` elements) may also carry its elements' serialized
+forms (``v``, aligned with ``items``), when the adapter gives them: a leaf is
+written once, so this costs the elements' bytes once more per ``FANOUT``
+elements, and a cold read of a long list then reads ``n / FANOUT`` leaves
+instead of ``n`` element nodes. Whether a leaf carries them is a function of
+its items (the caller passes them for every element that has one), so the
+tree stays a pure function of the element ids.
+
 Reading a list walks the tree one level per round trip (``depth + 1`` batched
 reads for the whole list).
 """
@@ -133,8 +141,12 @@ def is_plain_json(v: Any, depth: int = 0) -> bool:
     return False
 
 
-def seq_payload(level: int, items: Sequence[str]) -> dict[str, Any]:
-    return {"lg": "seq", "lvl": level, "items": list(items)}
+def seq_payload(
+    level: int, items: Sequence[str], forms: Sequence[str] | None = None
+) -> dict[str, Any]:
+    if forms is None:
+        return {"lg": "seq", "lvl": level, "items": list(items)}
+    return {"lg": "seq", "lvl": level, "items": list(items), "v": list(forms)}
 
 
 class TreeBuilder:
@@ -143,18 +155,29 @@ class TreeBuilder:
     def __init__(self, cache_size: int = 100_000) -> None:
         self._nodes: LRU[tuple[int, tuple[str, ...]], Planned] = LRU(cache_size)
 
-    def _node(self, level: int, items: tuple[str, ...]) -> Planned:
+    def _node(
+        self, level: int, items: tuple[str, ...], forms: Sequence[str | None] | None = None
+    ) -> Planned:
         planned = self._nodes.get((level, items))
         if planned is None:
             parents = tuple(sorted(set(items)))
-            payload = seq_payload(level, items)
+            packed: list[str] | None = None
+            if forms is not None and len(items) == FANOUT and all(f is not None for f in forms):
+                packed = [f for f in forms if f is not None]
+            payload = seq_payload(level, items, packed)
             nid = node_id("resource", parents, payload)
             planned = Planned(id=nid, kind="resource", payload=payload, parents=parents)
             self._nodes.put((level, items), planned)
         return planned
 
-    def build(self, element_ids: Sequence[str]) -> tuple[str | None, list[Planned]]:
-        """Return (root id, every seq node bottom-up); (None, []) for an empty list."""
+    def build(
+        self, element_ids: Sequence[str], forms: Sequence[str | None] | None = None
+    ) -> tuple[str | None, list[Planned]]:
+        """Return (root id, every seq node bottom-up); (None, []) for an empty list.
+
+        ``forms``: each element's serialized form where it has one (full leaves
+        carry them); give them for every element or for none.
+        """
         if not element_ids:
             return None, []
         out: list[Planned] = []
@@ -162,7 +185,11 @@ class TreeBuilder:
         level = 0
         while True:
             nodes = [
-                self._node(level, tuple(level_ids[i : i + FANOUT]))
+                self._node(
+                    level,
+                    tuple(level_ids[i : i + FANOUT]),
+                    forms[i : i + FANOUT] if level == 0 and forms is not None else None,
+                )
                 for i in range(0, len(level_ids), FANOUT)
             ]
             out.extend(nodes)

@@ -188,11 +188,14 @@ class TetherSaver(BaseCheckpointSaver[str]):
 
         The store lives on a private loop thread. For ``memory://`` and SQLite the
         sync methods run in the caller's thread, without a hop to that loop (the
-        store belongs to no loop and only this saver uses it; ``_sync.LoopBridge``).
+        store belongs to no loop and only this saver uses it; ``_sync.LoopBridge``),
+        and the loop thread starts only if a call needs it.
         """
         bridge = LoopBridge(private=True, inline=_loop_free(url))
         try:
-            store = bridge.run_sync(lambda: open_store(url), rerun_safe=False)
+            # Opening SQLite or memory:// commits nothing; a SQLite connection left by
+            # an open abandoned for the loop closes when it is collected.
+            store = bridge.run_sync(lambda: open_store(url))
         except BaseException:
             bridge.stop()
             raise
@@ -212,7 +215,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
     def close(self) -> None:
         """Close the store if the saver opened it, and stop its private loop (any thread)."""
         if self._owns_store:
-            self._bridge.run_sync(self.store.close, rerun_safe=False)
+            self._bridge.run_sync(self.store.close)
             self._owns_store = False
         self._bridge.stop()
 
@@ -420,7 +423,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
         """(reference stored in the checkpoint or write, nodes the reference needs)."""
         if type(value) is list:
             elements, whole = self._list(value, slot)
-            root, tree = self._trees.build([p.id for p in elements])
+            root, tree = self._trees.build([p.id for p in elements], [_form(p) for p in elements])
             if root is not None and whole is not None:
                 self._lists.put(root, whole)
             return {"l": root, "n": len(elements)}, dedupe([*elements, *tree])
@@ -462,14 +465,16 @@ class TetherSaver(BaseCheckpointSaver[str]):
             want = {
                 i
                 for n in got.values()
-                if n.payload.get("lg") == "seq"
+                if n.payload.get("lg") == "seq" and "v" not in n.payload  # packed leaf
                 for i in n.payload["items"]
                 if i not in nodes
             }
 
         def leaves(nid: str, into: builtins.list[dict[str, Any]]) -> None:
             p = nodes[nid].payload
-            if p["lvl"] == 0:
+            if p["lvl"] == 0 and "v" in p:
+                into.extend({"s": "msgpack", "b": b} for b in p["v"])
+            elif p["lvl"] == 0:
                 into.extend(nodes[i].payload["v"] for i in p["items"])
             else:
                 for child in p["items"]:
@@ -990,6 +995,15 @@ class TetherSaver(BaseCheckpointSaver[str]):
             remap[n.id] = node.id
             added.append(node.id)
         return generation, added, remap
+
+
+def _form(p: Planned) -> str | None:
+    """An element node's msgpack form (base64), which a full tree leaf carries."""
+    v = p.payload.get("v") if isinstance(p.payload, dict) else None
+    if isinstance(v, dict) and v.get("s") == "msgpack":
+        b = v.get("b")
+        return b if isinstance(b, str) else None
+    return None
 
 
 def _loop_free(url: str) -> bool:

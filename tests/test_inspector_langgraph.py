@@ -46,7 +46,8 @@ def served(tmp_path: Path) -> Iterator[Served]:
 def _graph_report(served: Served) -> Any:
     r = httpx.get(served.url + "v1/ns/default/threads/weather", headers=AUTH, timeout=10)
     assert r.status_code == 200, r.text
-    return r.json()["stores"][0]
+    (graph,) = [s for s in r.json()["stores"] if s["name"] == "graph"]
+    return graph
 
 
 @pytest.mark.slow

@@ -142,6 +142,27 @@ def test_verdict_names_every_figure_where_tether_is_behind_a_peer_on_its_backend
     )
 
 
+def test_verdict_compares_tether_inside_langgraph_with_langgraphs_own_saver_only() -> None:
+    verdict = _load("verdict")
+    results = {
+        "meta": {"workload": {"turns": 100}},
+        "systems": [
+            _system("tether_sqlite", "tether", "sqlite", a=0.3, b=3000, c=1.0, by=700),
+            _system("langgraph_sqlite", "peers", "sqlite", a=5.0, b=200, c=8.0, by=90_000),
+            _system("langgraph_tether_sqlite", "peers", "sqlite", a=6.0, b=250, c=7.0, by=9000),
+        ],
+    }
+    found = verdict.findings(results)
+    # the pair only: TetherSaver is behind SqliteSaver on (A), and is no peer of tether_sqlite
+    assert {(f["tether"]["system"], f["peer"]["system"], f["key"]) for f in found} == {
+        ("langgraph_tether_sqlite", "langgraph_sqlite", "A 1-10"),
+        ("langgraph_tether_sqlite", "langgraph_sqlite", "A 91-100"),
+    }
+    text = "\n".join(verdict.section(results))
+    assert "one tether transaction" in text
+    assert "TETHER_SQLITE** is ahead of every peer on its backend (LANGGRAPH_SQLITE)" in text
+
+
 def test_render_reprints_a_saved_run_without_touching_the_readme(
     run: ModuleType,
     tmp_path: Path,

@@ -21,6 +21,8 @@ REGISTRY: dict[str, Entry] = {
     "tether_postgres": Entry("tether (PostgreSQL)", "tether", "postgres"),
     "tether_redis": Entry("tether (Redis)", "tether", "redis"),
     "langgraph_sqlite": Entry("LangGraph SqliteSaver", "peers", "sqlite"),
+    # tether's LangGraph checkpointer, in the peers venv beside SqliteSaver (its pair)
+    "langgraph_tether_sqlite": Entry("LangGraph TetherSaver (SQLite)", "peers", "sqlite"),
     "langgraph_postgres": Entry("LangGraph PostgresSaver", "peers", "postgres"),
     "openai_sqlite": Entry("OpenAI Agents SQLiteSession", "peers", "sqlite"),
     "adk_sqlite": Entry("Google ADK DatabaseSessionService (SQLite)", "peers", "sqlite"),

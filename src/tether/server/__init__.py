@@ -9,7 +9,16 @@ status codes. Needs the ``server`` extra (FastAPI, uvicorn).
 from __future__ import annotations
 
 from .app import create_app
-from .auth import GRANTS, AuthConfigError, Forbidden, Token, Tokens, Unauthorized, hash_token
+from .auth import (
+    GRANTS,
+    AuthConfigError,
+    Forbidden,
+    JwtKey,
+    Token,
+    Tokens,
+    Unauthorized,
+    hash_token,
+)
 from .limits import DEFAULT_MAX_BODY, TooLarge
 
 __all__ = [
@@ -17,6 +26,7 @@ __all__ = [
     "GRANTS",
     "AuthConfigError",
     "Forbidden",
+    "JwtKey",
     "Token",
     "Tokens",
     "TooLarge",
@@ -25,5 +35,13 @@ __all__ = [
     "hash_token",
 ]
 
-for _name in ("AuthConfigError", "Forbidden", "Token", "Tokens", "TooLarge", "Unauthorized"):
+for _name in (
+    "AuthConfigError",
+    "Forbidden",
+    "JwtKey",
+    "Token",
+    "Tokens",
+    "TooLarge",
+    "Unauthorized",
+):
     globals()[_name].__module__ = "tether.server"

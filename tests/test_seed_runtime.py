@@ -141,3 +141,43 @@ async def test_resume_an_execution_by_its_id() -> None:
         await later.resume("t", run=solo.run_id)
     with pytest.raises(InvalidRequest):
         await later.resume()
+
+
+class Recorder:
+    """A model that answers how many user and assistant messages it was sent."""
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        roles = [m["role"] for m in request.messages]
+        return ModelResponse(content=f"{roles.count('user')}u{roles.count('assistant')}a")
+
+
+@pytest.mark.parametrize(
+    ("scope", "second_turn", "second_pass"),
+    [
+        ("thread", "2u1a", None),  # the whole history of the node in the thread
+        ("session", "1u0a", "2u1a"),  # this run's messages only
+        ("call", "1u0a", "1u0a"),  # this execution of the node only
+    ],
+)
+async def test_llm_memory_scopes(scope: str, second_turn: str, second_pass: str | None) -> None:
+    model = Recorder()
+    agent = Agent(Spec(nodes=[LLMNode(name="chat", memory_scope=scope)]), model)
+    await agent.step("hello", thread="t")
+    r = await agent.step("again", thread="t")
+    assert r.answer == second_turn
+    spec = Spec(nodes=[LLMNode(name="chat", memory_scope=scope)])
+    assert Spec.from_dict(spec.to_dict()) == spec
+    if second_pass is None:
+        return
+    # A node executed twice in one run: session keeps the first pass, call does not.
+    looped = Spec(
+        nodes=[LLMNode(name="chat", memory_scope=scope)],
+        edges=[Edge(src="chat", dst="chat", condition="input == 'go'")],
+        start="chat",
+    )
+    r = await Agent(looped, Recorder()).step("go", thread="l")
+    assert r.answer == second_pass, r

@@ -54,7 +54,8 @@ from ..core.messages import Model, ModelRequest, ModelResponse
 from ..core.vocab import Vocabulary
 from ..crypto import bind_thread, erased_placeholders
 from ..models.errors import ModelError
-from ..projections import Variables, load_conversation
+from ..projections import ConversationView, Variables, conversation_view
+from ..projections.projection import summary_message
 from ..projections.runs import StepResult
 from ..store.base import Head, Store
 from ..store.txn import Transaction
@@ -699,7 +700,7 @@ class Executor:
         if tmpl is not None:
             # Rendered per call and never stored: a system prompt may quote the context.
             messages.append({"role": "system", "content": tmpl.render(scope)})
-        messages += await load_conversation(
+        view = await conversation_view(
             self.store,
             self.namespace,
             rc.thread,
@@ -708,6 +709,7 @@ class Executor:
             run=rc.run_id,
             model=model,
         )
+        messages += _remembered(rc, node, view)
         # A summary policy may have committed a summary node: that moves the thread,
         # not the run. Anything new in the run means the plan is stale.
         await self._sync(rc, await self.store.head(self.namespace, rc.scope))
@@ -970,6 +972,34 @@ async def _record(txn: Transaction, rc: _Run, node: str, output: Any) -> None:
         {"run": rc.run_id, "node": node, "output": output},
         resource_key=step_key(rc.run_id, node),
     )
+
+
+def _remembered(rc: _Run, node: LLMNode, view: ConversationView) -> list[dict[str, Any]]:
+    """What of its conversation ``node`` is sent, by its ``memory_scope`` (seed 004)."""
+    if node.memory_scope == "thread":
+        return list(view.messages)
+    units = [u for u in view.units if u.run == rc.run_id]
+    if node.memory_scope == "call":
+        # Only the node's current execution: the run's input when the run started here,
+        # and the inferences (with their tool results) of this visit.
+        visits = [v for v in rc.view.visits if v.node == node.name and v.kind == "llm"]
+        visit = visits[-1] if visits else None
+        if visit is not None and visit.complete:
+            visit = None  # a new visit is starting: nothing of it is in the graph yet
+        start = visit.inferences[0].sequence if visit and visit.inferences else None
+        first = visit.index == 0 if visit is not None else not rc.view.visits
+        units = [
+            u
+            for u in units
+            if (start is not None and u.anchor >= start)
+            or (first and u.anchor == rc.view.goal.sequence)
+        ]
+    # The stored system prompt stays; the summary of earlier runs does not apply.
+    kept = sum(len(u.messages) for u in view.units)
+    prefix = view.messages[: len(view.messages) - kept]
+    if view.summary is not None and view.summary.text:
+        prefix = [m for m in prefix if m != summary_message(view.summary.text)]
+    return [*prefix, *(m for u in units for m in u.messages)]
 
 
 def _moved(a: Head, b: Head) -> bool:

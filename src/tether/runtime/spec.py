@@ -108,6 +108,10 @@ def _name(value: Any, what: str) -> str:
     return value
 
 
+# What an LLM node's model is sent of its conversation (seed 004: thread / session / call).
+MEMORY_SCOPES: Final = ("thread", "session", "run", "call")
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LLMNode:
     """A model call loop: prompt, conversation (memory policy), tools, until an answer.
@@ -116,6 +120,11 @@ class LLMNode:
     policy of ``tether.projections`` or its dict form (None: the whole buffer).
     ``input``: what this node is fed when an edge enters it (default: the previous
     node's output). ``model``: a key of ``Agent(models=...)`` (None: the agent's model).
+    ``memory_scope`` (seed 004's memory node scopes): ``thread`` (default), the node's
+    history across the thread's runs; ``session`` (or ``run``), this run's only;
+    ``call``, only the current execution of the node (its input and its own tool loop).
+    The messages are stored the same way whatever the scope: it chooses what the model
+    is sent.
     """
 
     kind: ClassVar[str] = "llm"
@@ -125,8 +134,14 @@ class LLMNode:
     tools: Sequence[str] | None = None
     model: str | None = None
     input: str | None = None
+    memory_scope: str = "thread"
 
     def __post_init__(self) -> None:
+        if self.memory_scope not in MEMORY_SCOPES:
+            raise SpecError(
+                f"llm node {self.name!r}: memory_scope is one of {', '.join(MEMORY_SCOPES)}, "
+                f"got {self.memory_scope!r}"
+            )
         if self.tools is not None:
             if isinstance(self.tools, str):
                 raise SpecError(f"llm node {self.name!r}: tools is a list of names, not a string")
@@ -499,6 +514,8 @@ class Spec:
                 if n.memory is not None:
                     m = n.memory
                     d["memory"] = m if isinstance(m, Mapping) else m.to_dict()
+                if n.memory_scope != "thread":
+                    d["memory_scope"] = n.memory_scope
             elif isinstance(n, ToolNode):
                 d["tool"] = n.tool_name
                 if n.arguments is not None:
@@ -563,7 +580,7 @@ def _compile_tree(value: Any, where: str) -> Any:
 
 
 _NODE_KEYS: Final = {
-    "llm": {"system", "memory", "tools", "model", "input"},
+    "llm": {"system", "memory", "tools", "model", "input", "memory_scope"},
     "tool": {"tool", "arguments", "needs_approval", "credentials"},
     "loop": {"body", "condition", "max_iterations"},
     "var": {"var", "type", "scope", "default"},

@@ -539,6 +539,7 @@ async def test_from_url_inside_a_running_loop_and_close_from_it(tmp_path: Path) 
         await graph.ainvoke({"messages": [HumanMessage("q0")]}, config)
         got = saver.get_tuple(config)  # a sync method on this loop's thread: no deadlock
         assert got is not None and len(got.checkpoint["channel_values"]["messages"]) == 2
+        assert len([t async for t in saver.alist(config)]) == 3  # alist uses the loop thread
         assert saver._bridge.owns_loop
     finally:
         saver.close()

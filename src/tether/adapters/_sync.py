@@ -17,8 +17,8 @@ in a daemon thread (the reverse of LangGraph's ``AsyncPostgresSaver``, which
 runs sync methods from a thread against an async connection).
 
 ``inline=True`` is for stores that belong to no loop (SQLite served inline,
-memory) and that the adapter alone uses: a synchronous call then runs the
-coroutine in the caller's own thread, with no thread hop (on a busy machine a
+memory) and that the adapter alone uses: a call (sync, or async from any loop)
+then runs the coroutine in the caller's own thread, with no thread hop (on a busy machine a
 hop costs a scheduler wake-up per call, often more than the work itself). Such
 a coroutine never suspends unless it must wait (a locked SQLite file, a
 conflict backoff); then it is abandoned before anything was committed and run
@@ -107,7 +107,12 @@ class LoopBridge:
         return locked()
 
     async def run(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        """Await ``make()`` on the home loop, from any loop."""
+        """Await ``make()`` on the home loop, from any loop (inline bridges: in place)."""
+        if self.inline:
+            with self._mutex:
+                done, value = _drive(make())
+            if done:
+                return value  # type: ignore[no-any-return]
         loop = self._home()
         if self._on_home(loop):
             return await self._guarded(make)
@@ -118,7 +123,7 @@ class LoopBridge:
     def run_sync(self, make: Callable[[], Coroutine[Any, Any, T]], *, rerun_safe: bool = True) -> T:
         """Run ``make()`` and block until it is done: inline when the bridge allows it
         and the thread runs no loop, else on the home loop."""
-        if self.inline and rerun_safe and not _loop_running():
+        if self.inline and rerun_safe:
             with self._mutex:
                 done, value = _drive(make())
             if done:
@@ -182,18 +187,12 @@ class LoopBridge:
         loop.close()
 
 
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
 def _drive(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
-    """Run a coroutine in this thread without an event loop: (True, result) if it
-    finished without suspending, (False, None) if it needed a loop (it was closed
-    at that point, before committing anything, and must be run again on one)."""
+    """Run a coroutine to its end in this thread, without awaiting anything: (True,
+    result) if it finished without suspending, (False, None) if it had to wait (it
+    was closed at that point, before committing anything, and must be run again on
+    the home loop). In a thread that runs a loop, a wait it started there (a timer)
+    finishes later with nobody waiting on it."""
     try:
         coro.send(None)
     except StopIteration as e:

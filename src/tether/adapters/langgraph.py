@@ -47,7 +47,7 @@ import base64
 import builtins
 import hashlib
 import random
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Final
 
@@ -91,7 +91,8 @@ __all__ = ["TetherSaver"]
 
 _PAGE: Final = 256
 _ALL: Final = 1_000_000  # "every version" for the few small per-checkpoint keys
-_INLINE_STR: Final = 256  # strings up to this long sit in the checkpoint node itself
+_INLINE_STR: Final = 256
+_GUESS: Final = 16  # up to this many unseen planned nodes are taken as new without a read  # strings up to this long sit in the checkpoint node itself
 _LG_TYPES: Final = frozenset({"el", "val", "seq", "cp", "id", "w", "del"})
 _CONTENT_TYPES: Final = frozenset({"el", "val", "seq"})
 
@@ -689,11 +690,24 @@ class TetherSaver(BaseCheckpointSaver[str]):
         """Append the planned nodes the scope does not hold yet; return their ids."""
         generation = (await txn.head(scope)).generation
         known = self._known_ids(scope, generation)
-        todo = [p for p in dedupe(planned) if p.id not in known]
+        unique = dedupe(planned)
+        todo = [p for p in unique if p.id not in known]
         if not todo:
             return []
-        found = await self.store.get_nodes(self.namespace, scope, [p.id for p in todo])
-        known.update(found)
+        found: Collection[str] = ()
+        if len(todo) > _GUESS:
+            # Many ids this saver has not seen stored (a new process, a copied
+            # thread): ask which exist, in one read.
+            found = await self.store.get_nodes(self.namespace, scope, [p.id for p in todo])
+            known.update(found)
+        # The few others are new content (new messages, the tree's right spine): say
+        # so, which saves the transaction a look-up per node; one stored meanwhile by
+        # another writer makes the commit replay with look-ups.
+        await txn.hint(
+            scope,
+            stored=[*(p.id for p in unique if p.id in known), *found],
+            absent=[p.id for p in todo if p.id not in found],
+        )
         added: builtins.list[str] = []
         for p in todo:
             if p.id in found:

@@ -39,6 +39,7 @@ class _Draft:
     by_id: dict[str, CausalNode] = field(default_factory=dict)
     heads: dict[str, str | None] = field(default_factory=dict)  # resource key -> id (None: none)
     known: set[str] = field(default_factory=set)  # ids known to exist in the store
+    absent: set[str] = field(default_factory=set)  # ids the caller says are not stored
 
 
 class _Op(NamedTuple):
@@ -91,6 +92,20 @@ class Transaction:
     async def frontier(self, scope: str) -> list[str]:
         """The scope's frontier including this transaction's pending appends."""
         return list((await self._draft(scope)).frontier)
+
+    async def hint(
+        self, scope: str, *, stored: Iterable[str] = (), absent: Iterable[str] = ()
+    ) -> None:
+        """What the caller knows of ``scope`` at this transaction's head, to save look-ups.
+
+        ``stored``: ids that are in the store (parents need no existence check); must
+        be true, e.g. ids the caller committed or read at this head's generation.
+        ``absent``: ids the caller found missing; a wrong one costs a retry (the
+        commit reports the duplicate and the transaction replays without hints).
+        """
+        d = await self._draft(scope)
+        d.known.update(stored)
+        d.absent.update(absent)
 
     def pending(self, scope: str | None = None) -> list[CausalNode]:
         if scope is not None:
@@ -181,7 +196,9 @@ class Transaction:
         # off the frontier). So only explicit parents that are all stored need a
         # look-up, which keeps the common append free of round trips.
         if node.id in self._existing or (
-            op.parents is not None and not any(p in d.by_id for p in node.parents)
+            op.parents is not None
+            and node.id not in d.absent
+            and not any(p in d.by_id for p in node.parents)
         ):
             found = await self.store.get_nodes(self.namespace, op.scope, [node.id])
             if node.id in found:

@@ -124,14 +124,27 @@ def _assert_all_passed(report: Any) -> None:
     assert not failures, failures
 
 
-@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@pytest.mark.parametrize(
+    "backend", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 @pytest.mark.parametrize("route", ["async", "sync"])
-async def test_conformance_suite(backend: str, route: str, tmp_path: Path) -> None:
+async def test_conformance_suite(
+    backend: str, route: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     stores: list[Store] = []
+    schema = f"tether_lg_{uuid.uuid4().hex[:12]}"  # PostgreSQL: dropped at the end
+    pg = request.getfixturevalue("postgres_url") if backend == "postgres" else ""
+
+    async def open_backend() -> Store:
+        if backend == "memory":
+            return MemoryStore()
+        if backend == "sqlite":
+            return await _sqlite(tmp_path)
+        return await open_store(f"{pg}{'&' if '?' in pg else '?'}schema={schema}", max_size=4)
 
     @checkpointer_test(name=f"tether-{backend}-{route}")
     async def factory() -> AsyncIterator[BaseCheckpointSaver[Any]]:
-        store = MemoryStore() if backend == "memory" else await _sqlite(tmp_path)
+        store = await open_backend()
         stores.append(store)
         saver = TetherSaver(store, namespace=f"conf-{uuid.uuid4().hex[:8]}")
         yield saver if route == "async" else SyncRouted(saver)
@@ -141,6 +154,14 @@ async def test_conformance_suite(backend: str, route: str, tmp_path: Path) -> No
     finally:
         for s in stores:
             await s.close()
+        if backend == "postgres":
+            import asyncpg
+
+            conn = await asyncpg.connect(pg)
+            try:
+                await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            finally:
+                await conn.close()
     _assert_all_passed(report)
 
 

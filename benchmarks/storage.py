@@ -229,8 +229,8 @@ COLD_TETHER = """
 import asyncio, sys, time
 sys.path.insert(0, {src!r})
 # Imports are not load time: the backend, its driver and what open_store imports lazily.
-import tether, tether.store.{backend}, tether.crypto._store, tether.crypto._backends
-import tether.crypto._keystore_{backend}
+import tether, tether.store.{backend}, tether.crypto._store
+import tether.store._{backend}_keys
 if {backend!r} == "postgres":
     import asyncpg
 t0 = time.perf_counter()

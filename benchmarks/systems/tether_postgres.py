@@ -17,9 +17,8 @@ from typing import Any, ClassVar
 # driver (asyncpg) too, as the LangGraph adapter imports psycopg.
 import asyncpg
 
-import tether.crypto._backends
-import tether.crypto._keystore_postgres
 import tether.crypto._store
+import tether.store._postgres_keys
 import tether.store.postgres  # noqa: F401
 
 from ._tether import TetherBase

@@ -20,9 +20,8 @@ from typing import Any, ClassVar
 # apart from setup/load (open_store imports these, and the driver, lazily).
 import redis.asyncio  # noqa: F401
 
-import tether.crypto._backends
-import tether.crypto._keystore_redis
 import tether.crypto._store
+import tether.store._redis_keys
 import tether.store.redis  # noqa: F401
 
 from ._tether import TetherBase

@@ -6,12 +6,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any, ClassVar
 
+import tether.crypto._store
+
 # Imported at module level, as the worker expects, so that import time is reported
 # apart from setup/load: open_store imports the backend, the crypto hook and, to
 # refuse an encrypted file opened without a key, the SQLite key-table check lazily.
-import tether.crypto._backends
-import tether.crypto._keystore_sqlite
-import tether.crypto._store
+import tether.store._sqlite_keys
 import tether.store.sqlite  # noqa: F401
 
 from ._tether import TetherBase

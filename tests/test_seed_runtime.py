@@ -9,7 +9,17 @@ import pytest
 from tether.core.errors import InvalidRequest, NotFound
 from tether.models import ModelRequest, ModelResponse, Rule, ScriptedModel, call
 from tether.projections import VarDecl, execution_view
-from tether.runtime import Agent, Edge, LLMNode, Spec, VarNode, VarSetNode, tool
+from tether.runtime import (
+    Agent,
+    ChatHistoryNode,
+    Edge,
+    LLMNode,
+    Spec,
+    SpecError,
+    VarNode,
+    VarSetNode,
+    tool,
+)
 from tether.runtime.executor import MODEL_RAISED
 from tether.store.in_memory import MemoryStore
 
@@ -181,3 +191,58 @@ async def test_llm_memory_scopes(scope: str, second_turn: str, second_pass: str 
     )
     r = await Agent(looped, Recorder()).step("go", thread="l")
     assert r.answer == second_pass, r
+
+
+@pytest.mark.parametrize(
+    ("scope", "last", "expected"),
+    [
+        (
+            "thread",
+            None,
+            [("user", "hello"), ("assistant", "1u0a"), ("user", "again"), ("assistant", "2u1a")],
+        ),
+        ("session", None, [("user", "again"), ("assistant", "2u1a")]),
+        ("run", 1, [("assistant", "2u1a")]),
+        ("thread", 0, []),
+    ],
+)
+async def test_chat_history_node_outputs_the_conversation(
+    scope: str, last: int | None, expected: list[tuple[str, str]]
+) -> None:
+    spec = Spec(
+        nodes=[
+            LLMNode(name="chat"),
+            ChatHistoryNode(name="hist", llm="chat", scope=scope, last=last),
+        ],
+        edges=[Edge(src="chat", dst="hist")],
+        start="chat",
+    )
+    assert Spec.from_dict(spec.to_dict()) == spec
+    agent = Agent(spec, Recorder())
+    await agent.step("hello", thread="t")
+    r = await agent.step("again", thread="t")
+    assert r.status == "completed"
+    assert [(m["role"], m["content"]) for m in r.answer] == expected
+
+
+def test_chat_history_node_is_checked() -> None:
+    with pytest.raises(SpecError, match="not an llm node of the spec; llm nodes: chat"):
+        Spec(
+            nodes=[LLMNode(name="chat"), ChatHistoryNode(name="hist", llm="other")],
+            edges=[Edge(src="chat", dst="hist")],
+            start="chat",
+        )
+    with pytest.raises(SpecError, match="scope is one of thread, session, run"):
+        ChatHistoryNode(name="hist", scope="call")
+    with pytest.raises(SpecError, match="last is a whole number"):
+        ChatHistoryNode(name="hist", last=-1)
+    spec = Spec.from_dict(
+        {
+            "start": "chat",
+            "nodes": [
+                {"kind": "llm", "name": "chat", "next": "hist"},
+                {"kind": "chat_history", "name": "hist", "llm": "chat", "last": 2},
+            ],
+        }
+    )
+    assert spec.node("hist") == ChatHistoryNode(name="hist", llm="chat", last=2)

@@ -22,7 +22,7 @@ from .errors import (
     TemplateError,
     ToolDefinitionError,
 )
-from .spec import Edge, LLMNode, LoopNode, Spec, ToolNode, VarNode, VarSetNode
+from .spec import ChatHistoryNode, Edge, LLMNode, LoopNode, Spec, ToolNode, VarNode, VarSetNode
 from .templates import Condition, Template
 from .tool_state import SyncToolState, ToolState
 from .tools import Tool, tool
@@ -31,6 +31,7 @@ __all__ = [
     "Agent",
     "AgentError",
     "ApprovalError",
+    "ChatHistoryNode",
     "Condition",
     "ConditionError",
     "CredentialError",

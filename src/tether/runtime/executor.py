@@ -82,7 +82,7 @@ from .plan import (
     next_action,
     step_key,
 )
-from .spec import LLMNode, LoopNode, Spec, ToolNode, VarNode, VarSetNode
+from .spec import ChatHistoryNode, LLMNode, LoopNode, Spec, ToolNode, VarNode, VarSetNode
 from .templates import Condition, Template
 from .tool_state import ToolState, state_lock
 from .tools import Tool, ToolArgumentsError, jsonable
@@ -666,6 +666,15 @@ class Executor:
 
             await self._commit(rc, build_call, expect=basis)
             return
+        if isinstance(node, ChatHistoryNode):
+            history = await self._chat_history(rc, node)
+
+            async def build_history(txn: Transaction) -> bool:
+                await _record(txn, rc, name, history)
+                return True
+
+            await self._commit(rc, build_history, expect=basis)
+            return
         if isinstance(node, VarNode):
             value = jsonable(await self._variables(rc).get(node.var_name))
 
@@ -687,6 +696,19 @@ class Executor:
             return True
 
         await self._commit(rc, build_set, expect=basis)
+
+    async def _chat_history(self, rc: _Run, node: ChatHistoryNode) -> list[Any]:
+        """A chat_history node's output: ``node.llm``'s messages in this thread (or run)."""
+        view = await conversation_view(
+            self.store, self.namespace, rc.thread, llm=node.llm, run=rc.run_id
+        )
+        if node.scope == "thread":
+            messages = [m for m in view.messages if m.get("role") != "system"]
+        else:
+            messages = [m for u in view.units if u.run == rc.run_id for m in u.messages]
+        if node.last is not None:
+            messages = messages[len(messages) - node.last :] if node.last else []
+        return [jsonable(dict(m)) for m in messages]
 
     # -- the model ----------------------------------------------------------------
 

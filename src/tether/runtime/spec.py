@@ -70,6 +70,7 @@ from .tools import Tool
 __all__ = [
     "VAR_SCOPES",
     "VAR_TYPES",
+    "ChatHistoryNode",
     "Edge",
     "LLMNode",
     "LoopNode",
@@ -96,6 +97,9 @@ _ALIASES: Final = {
     "var_set": "var_set",
     "varsetnode": "var_set",
     "set": "var_set",
+    "chat_history": "chat_history",
+    "chathistorynode": "chat_history",
+    "history": "chat_history",
 }
 
 
@@ -232,7 +236,45 @@ class LoopNode:
             )
 
 
-Node: TypeAlias = LLMNode | ToolNode | VarNode | VarSetNode | LoopNode
+# What a chat_history node reads of a conversation: the thread's, or this run's.
+HISTORY_SCOPES: Final = ("thread", "session", "run")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChatHistoryNode:
+    """Seed 004's ``chat_history`` node: outputs an LLM node's conversation as data.
+
+    Its output is the list of messages (``{"role", "content", ...}``, the shape a model
+    is sent) that the LLM node ``llm`` has in this thread: ``scope="thread"`` (default)
+    every run's, ``"session"`` (or ``"run"``) this run's only; ``last`` keeps the last N.
+    Templates read it as ``{{ nodes.<name>.output }}``, so a prompt, a tool argument or a
+    condition can use the history without the LLM node's own memory. Like every node
+    its output is recorded in the run (a step record), so a resumed run reads the same
+    history it had. System messages (the prompt, a summary) are not part of it.
+    """
+
+    kind: ClassVar[str] = "chat_history"
+    name: str
+    llm: str = "agent"
+    scope: str = "thread"
+    last: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.scope not in HISTORY_SCOPES:
+            raise SpecError(
+                f"chat_history node {self.name!r}: scope is one of {', '.join(HISTORY_SCOPES)}, "
+                f"got {self.scope!r}"
+            )
+        if self.last is not None and (
+            isinstance(self.last, bool) or not isinstance(self.last, int) or self.last < 0
+        ):
+            raise SpecError(
+                f"chat_history node {self.name!r}: last is a whole number >= 0 or None, "
+                f"got {self.last!r}"
+            )
+
+
+Node: TypeAlias = LLMNode | ToolNode | VarNode | VarSetNode | LoopNode | ChatHistoryNode
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -285,9 +327,12 @@ class Spec:
             raise SpecError("a spec needs at least one node")
         by_name: dict[str, Node] = {}
         for n in self.nodes:
-            if not isinstance(n, LLMNode | ToolNode | VarNode | VarSetNode | LoopNode):
+            if not isinstance(
+                n, LLMNode | ToolNode | VarNode | VarSetNode | LoopNode | ChatHistoryNode
+            ):
                 raise SpecError(
-                    f"unknown node {n!r}: use LLMNode, ToolNode, VarNode, VarSetNode, LoopNode"
+                    f"unknown node {n!r}: use LLMNode, ToolNode, VarNode, VarSetNode, "
+                    "LoopNode, ChatHistoryNode"
                 )
             _name(n.name, f"{n.kind} node name")
             if n.name in by_name:
@@ -361,6 +406,12 @@ class Spec:
             elif isinstance(n, LoopNode):
                 templates[(n.name, "condition")] = Condition(
                     n.condition, where=f"{where} condition"
+                )
+            elif isinstance(n, ChatHistoryNode) and not isinstance(by_name.get(n.llm), LLMNode):
+                llms = [m.name for m in self.nodes if isinstance(m, LLMNode)]
+                raise SpecError(
+                    f"{where} reads the conversation of {n.llm!r}, which is not an llm "
+                    f"node of the spec; llm nodes: {', '.join(llms) or 'none'}"
                 )
         self._templates = templates
 
@@ -530,6 +581,10 @@ class Spec:
                 if n.var is not None:
                     d["var"] = n.var
                 d.update(type=n.type, scope=n.scope, default=n.default)
+            elif isinstance(n, ChatHistoryNode):
+                d.update(llm=n.llm, scope=n.scope)
+                if n.last is not None:
+                    d["last"] = n.last
             else:
                 d.update(var=n.var, value=n.value)
             nodes.append(d)
@@ -585,6 +640,7 @@ _NODE_KEYS: Final = {
     "loop": {"body", "condition", "max_iterations"},
     "var": {"var", "type", "scope", "default"},
     "var_set": {"var", "value"},
+    "chat_history": {"llm", "scope", "last"},
 }
 _COMMON: Final = {"kind", "name", "edges", "next", "start"}
 
@@ -625,11 +681,13 @@ class _Builder:
             raise SpecError(f"{where}: a node is a mapping, got {d!r}")
         raw_kind = d.get("kind")
         if raw_kind is None:
-            raise SpecError(f"{where}: a node needs kind: llm, tool, var, var_set or loop")
+            raise SpecError(
+                f"{where}: a node needs kind: llm, tool, var, var_set, loop or chat_history"
+            )
         kind = _ALIASES.get(str(raw_kind).lower().replace("-", "_"))
         if kind is None:
             raise SpecError(
-                f"{where}: unknown kind {raw_kind!r}; use llm, tool, var, var_set or loop"
+                f"{where}: unknown kind {raw_kind!r}; use llm, tool, var, var_set, loop or chat_history"
             )
         allowed = _NODE_KEYS[kind] | _COMMON
         if unknown := set(d) - allowed:
@@ -655,6 +713,8 @@ class _Builder:
                 node = ToolNode(**fields)
             elif kind == "var":
                 node = VarNode(**fields)
+            elif kind == "chat_history":
+                node = ChatHistoryNode(**fields)
             elif kind == "loop":
                 if "body" not in fields:
                     raise SpecError(f"{where}: a loop node names its body (body: <node>)")

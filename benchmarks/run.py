@@ -48,6 +48,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
+import agent_turn  # noqa: E402
 from precompile import compile_tether  # noqa: E402
 from systems import ALL, REGISTRY  # noqa: E402
 from verdict import section as verdict  # noqa: E402
@@ -415,6 +416,7 @@ def markdown(results: dict[str, Any], chart: str) -> str:
         "",
         *verdict(results),
         "",
+        *agent_turn_section(results),
         "Raw figures, per-turn latencies included: "
         "[docs/bench/results.json](docs/bench/results.json). "
         "Rerun with `make bench` (peers install into `benchmarks/.venv-peers`).",
@@ -422,6 +424,25 @@ def markdown(results: dict[str, Any], chart: str) -> str:
         END,
     ]
     return "\n".join(lines)
+
+
+def agent_turn_section(results: dict[str, Any]) -> list[str]:
+    """The agent-turn table (benchmarks/agent_turn.py) of this run, if it ran."""
+    turn = results.get("agent_turn")
+    if not turn:
+        return []
+    return [
+        "**One agent turn, three agent loops** (`benchmarks/agent_turn.py`): each loop with "
+        "a fake model that answers at once, on one SQLite file in WAL mode with "
+        "synchronous=FULL (read back from the live connection); `plain`: the model answers, "
+        "`tool`: it calls one tool, then answers. Median of "
+        f"{turn['samples']} turns timed one by one on a thread already holding H turns. "
+        "tether and the SDK reach H by running turns, LangGraph by one `update_state` with "
+        "the same messages. RSS: the process's resident memory after the run.",
+        "",
+        *agent_turn.table(turn),
+        "",
+    ]
 
 
 def update_readme(section: str) -> None:
@@ -466,6 +487,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "[on under `make bench` for a full default run]",
     )
     p.add_argument("--no-install", action="store_true", help="never build the peers venv")
+    p.add_argument(
+        "--agent-turn",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run benchmarks/agent_turn.py [on for the default systems]",
+    )
     p.add_argument("--setup-peers", action="store_true", help="build the peers venv and exit")
     p.add_argument("--keep-data", action="store_true", help="keep the stores in out/work")
     p.add_argument(
@@ -481,6 +508,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     args.threads_turns = args.threads_turns or (5 if q else 20)
     args.budget = args.budget if args.budget is not None else (15.0 if q else 600.0)
     args.load_runs = max(1, args.load_runs or (1 if q else 5))
+    if args.agent_turn is None:
+        args.agent_turn = args.systems == ",".join(ALL)
     if args.turns < 10:
         p.error("--turns must be at least 10")
     return args
@@ -515,6 +544,20 @@ def main(argv: list[str] | None = None) -> int:
     for n in names:
         py = Path(sys.executable) if REGISTRY[n].venv == "tether" else peers_py
         systems.append(bench_system(n, py, peers_why, args, out_dir))
+    turn: dict[str, Any] | None = None
+    if args.agent_turn:
+        log("agent turn (benchmarks/agent_turn.py) ...")
+        if peers_py is None:
+            peers_py, peers_why = peers_python(install=not args.no_install)
+        turn = agent_turn.run_all(
+            list(agent_turn.SYSTEMS),
+            list(agent_turn.WORKLOADS),
+            list(agent_turn.QUICK_HISTORIES if args.quick else agent_turn.HISTORIES),
+            3 if args.quick else 20,
+            {"tether": Path(sys.executable), "peers": peers_py},
+            out_dir,
+            log=log,
+        )
 
     pg = next(
         (
@@ -545,6 +588,8 @@ def main(argv: list[str] | None = None) -> int:
         },
         "systems": systems,
     }
+    if turn is not None:
+        results["agent_turn"] = turn
     rj = out_dir / "results.json"
     rj.write_text(json.dumps(results, indent=1))
     update = args.update_readme

@@ -186,3 +186,31 @@ def test_render_reprints_a_saved_run_without_touching_the_readme(
     assert "SQLITE_FLOOR" in out and "5000" in out and "Where tether is slower" in out
     assert json.loads((tmp_path / "out" / "results.json").read_text()) == results
     assert readme.read_text() == "# untouched\n"
+
+
+def test_agent_turn_runs_every_loop_on_a_durable_store(tmp_path: Path) -> None:
+    at = _load("agent_turn")
+    py = Path(sys.executable)
+    res = at.run_all(
+        list(at.SYSTEMS),
+        ["tool"],
+        [2],
+        1,
+        {"tether": py, "peers": py},
+        tmp_path,
+        log=lambda m: None,
+    )
+    runs = {r["system"]: r for r in res["runs"]}
+    assert set(runs) == set(at.SYSTEMS)
+    for name in ("tether_window", "tether_buffer"):
+        r = runs[name]
+        assert r["histories"]["2"]["median_ms"] > 0 and r["rss_mib"]["end"] > 0, r
+        assert r["durability"]["journal_mode"] == "WAL"
+    for name in ("openai_agents", "langgraph_react"):
+        r = runs[name]
+        if "skipped" in r:  # the peer is not installed in this interpreter
+            continue
+        assert "error" not in r, r
+        assert r["durability"]["synchronous"] == "FULL" and r["durability"]["journal_mode"] == "WAL"
+    lines = at.table(res)
+    assert len(lines) == 2 + len(at.SYSTEMS) and "ms/turn @2" in lines[0]

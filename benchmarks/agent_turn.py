@@ -1,0 +1,604 @@
+"""One agent turn, three agent loops: tether, the OpenAI Agents SDK and LangGraph.
+
+    python benchmarks/agent_turn.py                 # full run, about a minute or two
+    python benchmarks/agent_turn.py --quick         # smoke run, a few seconds
+    python benchmarks/agent_turn.py --systems tether_window --workloads tool
+
+Each system runs its own agent loop with a fake model that answers at once, over the
+same durable SQLite store (WAL, synchronous=FULL, set and read back from the live
+connection), so what is timed is the loop and its state: what it reads, what it
+writes, how many commits it makes.
+
+* ``tether_window`` / ``tether_buffer``: ``tether.Agent.step`` with a ``ScriptedModel``
+  (one rule), ``Spec.single(memory=Window(20))`` or the whole buffer, on
+  ``sqlite:///...`` with ``durability="full"``.
+* ``openai_agents``: ``agents.Runner.run`` with a ``Model`` subclass and
+  ``SQLiteSession`` (subclassed only to add synchronous=FULL), tracing off.
+* ``langgraph_react``: ``langgraph.prebuilt.create_react_agent`` with a tiny
+  ``BaseChatModel`` and ``SqliteSaver`` on a WAL + FULL connection, ``durability="sync"``.
+
+Workloads: ``plain`` (the model answers) and ``tool`` (the model calls one tool, then
+answers). For each history length H (10, 100, 1,000 turns) a fresh thread is brought
+to H turns of the same shape (tether and the SDK by running turns; LangGraph by one
+``update_state`` holding the same messages, since a run of 1,000 real turns writes
+every checkpoint whole), then ``--samples`` turns are timed one by one: the median and
+p90 per turn. Every (system, workload) pair runs in its own process; its resident
+memory (RSS) after imports and at the end is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+
+HISTORIES = (10, 100, 1000)
+QUICK_HISTORIES = (2, 20)
+WORKLOADS = ("plain", "tool")
+SYSTEMS: dict[str, tuple[str, str]] = {
+    # name: (label, interpreter: "tether" or "peers")
+    "tether_window": ("tether Agent.step, Window(20)", "tether"),
+    "tether_buffer": ("tether Agent.step, whole buffer", "tether"),
+    "openai_agents": ("OpenAI Agents SDK Runner.run + SQLiteSession", "peers"),
+    "langgraph_react": ("LangGraph create_react_agent + SqliteSaver", "peers"),
+}
+ANSWER = ("It is sunny in Paris. " * 10)[:200]
+TOOL_RESULT = "sunny, 21 C"
+WINDOW = 20
+
+
+def user_message(thread: str, turn: int) -> str:
+    return (f"[user {thread} #{turn}] What is the weather in Paris? " + "x" * 200)[:200]
+
+
+def rss_now_mib() -> float:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return -1.0
+
+
+def rss_peak_mib() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def pragmas(conn: sqlite3.Connection) -> dict[str, Any]:
+    sync = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+    return {
+        "journal_mode": str(conn.execute("PRAGMA journal_mode").fetchone()[0]).upper(),
+        "synchronous": sync.get(conn.execute("PRAGMA synchronous").fetchone()[0], "?"),
+    }
+
+
+# --- the systems (each imports its library only when chosen) -------------------------------
+
+
+class Tether:
+    def __init__(self, path: Path, workload: str, memory: str) -> None:
+        self.path, self.workload, self.memory = path, workload, memory
+
+    async def setup(self) -> None:
+        import tether
+        from tether.models import Rule, call
+        from tether.projections import Window
+
+        rules = (
+            [Rule(match=None, tools=[call("get_weather", city="Paris")], then=ANSWER)]
+            if self.workload == "tool"
+            else [Rule(match=None, answer=ANSWER)]
+        )
+
+        def get_weather(city: str) -> str:
+            """The weather in a city."""
+            return TOOL_RESULT
+
+        mem = Window(size=WINDOW) if self.memory == "window" else None
+        self.store = await tether.open_store(f"sqlite:///{self.path}", durability="full")
+        self.agent = tether.Agent(
+            tether.Spec.single(memory=mem),
+            tether.ScriptedModel(rules),
+            store=self.store,
+            tools=[get_weather],
+        )
+
+    async def turn(self, thread: str, k: int) -> None:
+        r = await self.agent.step(user_message(thread, k), thread=thread)
+        if r.answer != ANSWER:
+            raise AssertionError(f"unexpected answer {r.answer!r}")
+
+    async def seed(self, thread: str, turns: int) -> None:
+        for k in range(turns):
+            await self.turn(thread, k)
+
+    def durability(self) -> dict[str, Any]:
+        conn = sqlite3.connect(self.path)
+        try:
+            p = pragmas(conn)
+        finally:
+            conn.close()
+        # synchronous is per connection: tether's own is set by durability="full"
+        p["synchronous"] = "FULL (durability='full')"
+        return {"setting": f"WAL, {p['synchronous']}", **p}
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    def versions(self) -> dict[str, str]:
+        from importlib.metadata import version
+
+        return {"tether": version("tether"), "sqlite": sqlite3.sqlite_version}
+
+
+class OpenAIAgents:
+    def __init__(self, path: Path, workload: str) -> None:
+        self.path, self.workload = path, workload
+        self.sessions: dict[str, Any] = {}
+
+    async def setup(self) -> None:
+        from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool
+        from agents.memory.sqlite_session import SQLiteSession
+        from agents.models.interface import Model
+        from agents.tracing import set_tracing_disabled
+        from openai.types.responses import (
+            ResponseFunctionToolCall,
+            ResponseOutputMessage,
+            ResponseOutputText,
+        )
+
+        set_tracing_disabled(True)
+        tool_workload = self.workload == "tool"
+
+        class FakeModel(Model):
+            """Answers at once: a tool call first (tool workload), then ``ANSWER``."""
+
+            calls = 0
+
+            async def get_response(self, system_instructions: Any, input: Any, *a: Any, **k: Any):  # type: ignore[no-untyped-def]
+                FakeModel.calls += 1
+                last = input[-1] if isinstance(input, list) and input else {}
+                after_tool = isinstance(last, dict) and last.get("type") == "function_call_output"
+                if tool_workload and not after_tool:
+                    out: Any = ResponseFunctionToolCall(
+                        type="function_call",
+                        call_id=f"call_{FakeModel.calls}",
+                        name="get_weather",
+                        arguments='{"city": "Paris"}',
+                        id=f"fc_{FakeModel.calls}",
+                        status="completed",
+                    )
+                else:
+                    out = ResponseOutputMessage(
+                        id=f"msg_{FakeModel.calls}",
+                        type="message",
+                        role="assistant",
+                        status="completed",
+                        content=[
+                            ResponseOutputText(type="output_text", text=ANSWER, annotations=[])
+                        ],
+                    )
+                return ModelResponse(output=[out], usage=Usage(), response_id=None)
+
+            def stream_response(self, *a: Any, **k: Any) -> Any:
+                raise NotImplementedError
+
+        @function_tool
+        def get_weather(city: str) -> str:
+            """The weather in a city."""
+            return TOOL_RESULT
+
+        class FullSyncSession(SQLiteSession):
+            @staticmethod
+            def _configure_connection(conn: sqlite3.Connection) -> None:
+                SQLiteSession._configure_connection(conn)
+                conn.execute("PRAGMA synchronous=FULL")
+
+        self.Session = FullSyncSession
+        self.Runner = Runner
+        self.run_config = RunConfig(tracing_disabled=True)
+        self.agent = Agent(
+            name="assistant", instructions="You help.", model=FakeModel(), tools=[get_weather]
+        )
+
+    def _session(self, thread: str) -> Any:
+        s = self.sessions.get(thread)
+        if s is None:
+            s = self.sessions[thread] = self.Session(thread, self.path)
+        return s
+
+    async def turn(self, thread: str, k: int) -> None:
+        r = await self.Runner.run(
+            self.agent,
+            user_message(thread, k),
+            session=self._session(thread),
+            run_config=self.run_config,
+        )
+        if r.final_output != ANSWER:
+            raise AssertionError(f"unexpected answer {r.final_output!r}")
+
+    async def seed(self, thread: str, turns: int) -> None:
+        # One real turn, then its stored items copied turns-1 times, in one add_items.
+        if turns < 1:
+            return
+        await self.turn(thread, 0)
+        s = self._session(thread)
+        shape = await s.get_items()
+        items: list[Any] = []
+        for k in range(1, turns):
+            for it in shape:
+                it = json.loads(json.dumps(it))
+                if it.get("role") == "user":
+                    it["content"] = user_message(thread, k)
+                if "call_id" in it:
+                    it["call_id"] = f"{it['call_id']}_{k}"
+                if "id" in it and isinstance(it["id"], str):
+                    it["id"] = f"{it['id']}_{k}"
+                items.append(it)
+        await s.add_items(items)
+
+    def durability(self) -> dict[str, Any]:
+        p = pragmas(next(iter(self.sessions.values()))._get_connection())
+        return {"setting": f"WAL, synchronous={p['synchronous']}, SQLiteSession", **p}
+
+    async def close(self) -> None:
+        for s in self.sessions.values():
+            s.close()
+
+    def versions(self) -> dict[str, str]:
+        from importlib.metadata import version
+
+        return {"openai-agents": version("openai-agents"), "sqlite": sqlite3.sqlite_version}
+
+
+class LangGraphReact:
+    def __init__(self, path: Path, workload: str) -> None:
+        self.path, self.workload = path, workload
+
+    async def setup(self) -> None:
+        from langchain_core.language_models.chat_models import BaseChatModel
+        from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        from langchain_core.outputs import ChatGeneration, ChatResult
+        from langgraph.checkpoint.sqlite import SqliteSaver
+        from langgraph.prebuilt import create_react_agent
+
+        tool_workload = self.workload == "tool"
+
+        class FakeChat(BaseChatModel):
+            """Answers at once: a tool call first (tool workload), then ``ANSWER``."""
+
+            n: int = 0
+
+            @property
+            def _llm_type(self) -> str:
+                return "fake"
+
+            def bind_tools(self, tools: Any, **kw: Any) -> Any:
+                return self
+
+            def _generate(
+                self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any
+            ) -> ChatResult:
+                self.n += 1
+                if tool_workload and not isinstance(messages[-1], ToolMessage):
+                    msg = AIMessage(
+                        content="",
+                        tool_calls=[
+                            {
+                                "name": "get_weather",
+                                "args": {"city": "Paris"},
+                                "id": f"call_{self.n}",
+                                "type": "tool_call",
+                            }
+                        ],
+                    )
+                else:
+                    msg = AIMessage(content=ANSWER)
+                return ChatResult(generations=[ChatGeneration(message=msg)])
+
+        def get_weather(city: str) -> str:
+            """The weather in a city."""
+            return TOOL_RESULT
+
+        self.HumanMessage, self.AIMessage, self.ToolMessage = HumanMessage, AIMessage, ToolMessage
+        self.conn = sqlite3.connect(self.path, check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        saver = SqliteSaver(self.conn)
+        saver.setup()
+        self.graph = create_react_agent(FakeChat(), [get_weather], checkpointer=saver)
+
+    @staticmethod
+    def _config(thread: str) -> dict[str, Any]:
+        return {"configurable": {"thread_id": thread}}
+
+    async def turn(self, thread: str, k: int) -> None:
+        out = self.graph.invoke(
+            {"messages": [self.HumanMessage(content=user_message(thread, k))]},
+            self._config(thread),
+            durability="sync",
+        )
+        if out["messages"][-1].content != ANSWER:
+            raise AssertionError(f"unexpected answer {out['messages'][-1].content!r}")
+
+    async def seed(self, thread: str, turns: int) -> None:
+        # The messages `turns` real turns leave in the state, written as one checkpoint.
+        msgs: list[Any] = []
+        for k in range(turns):
+            msgs.append(self.HumanMessage(content=user_message(thread, k), id=f"h{k}"))
+            if self.workload == "tool":
+                call = {
+                    "name": "get_weather",
+                    "args": {"city": "Paris"},
+                    "id": f"s{k}",
+                    "type": "tool_call",
+                }
+                msgs.append(self.AIMessage(content="", tool_calls=[call], id=f"c{k}"))
+                msgs.append(self.ToolMessage(content=TOOL_RESULT, tool_call_id=f"s{k}", id=f"t{k}"))
+            msgs.append(self.AIMessage(content=ANSWER, id=f"a{k}"))
+        if msgs:
+            self.graph.update_state(self._config(thread), {"messages": msgs}, as_node="agent")
+
+    def durability(self) -> dict[str, Any]:
+        p = pragmas(self.conn)
+        return {"setting": f"WAL, synchronous={p['synchronous']}, durability='sync'", **p}
+
+    async def close(self) -> None:
+        self.conn.close()
+
+    def versions(self) -> dict[str, str]:
+        from importlib.metadata import version
+
+        return {
+            "langgraph": version("langgraph"),
+            "langgraph-prebuilt": version("langgraph-prebuilt"),
+            "langgraph-checkpoint-sqlite": version("langgraph-checkpoint-sqlite"),
+            "sqlite": sqlite3.sqlite_version,
+        }
+
+
+def make(system: str, path: Path, workload: str) -> Any:
+    if system == "tether_window":
+        return Tether(path, workload, "window")
+    if system == "tether_buffer":
+        return Tether(path, workload, "buffer")
+    if system == "openai_agents":
+        return OpenAIAgents(path, workload)
+    if system == "langgraph_react":
+        return LangGraphReact(path, workload)
+    raise SystemExit(f"unknown system {system!r}; known: {', '.join(SYSTEMS)}")
+
+
+# --- one (system, workload) in this process ------------------------------------------------
+
+
+async def measure(
+    system: str, workload: str, histories: list[int], samples: int, workdir: Path
+) -> dict[str, Any]:
+    rss_start = rss_now_mib()
+    sys_ = make(system, workdir / "agent.db", workload)
+    t = time.perf_counter()
+    await sys_.setup()
+    setup_ms = (time.perf_counter() - t) * 1e3
+    rss_setup = rss_now_mib()
+    per: dict[str, Any] = {}
+    for h in histories:
+        thread = f"h{h}"
+        t = time.perf_counter()
+        await sys_.seed(thread, h)
+        seed_s = time.perf_counter() - t
+        lat = []
+        for k in range(samples):
+            t = time.perf_counter()
+            await sys_.turn(thread, h + k)
+            lat.append((time.perf_counter() - t) * 1e3)
+        per[str(h)] = {
+            "median_ms": statistics.median(lat),
+            "p90_ms": sorted(lat)[min(len(lat) - 1, int(0.9 * len(lat)))],
+            "samples_ms": lat,
+            "seed_s": seed_s,
+        }
+    dur = sys_.durability()
+    versions = sys_.versions()
+    await sys_.close()
+    return {
+        "system": system,
+        "label": SYSTEMS[system][0],
+        "workload": workload,
+        "setup_ms": setup_ms,
+        "histories": per,
+        "durability": dur,
+        "versions": versions,
+        "rss_mib": {
+            "imports": rss_start,
+            "after_setup": rss_setup,
+            "end": rss_now_mib(),
+            "peak": rss_peak_mib(),
+        },
+    }
+
+
+def worker(args: argparse.Namespace) -> int:
+    workdir = Path(args.workdir)
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    try:
+        res = asyncio.run(
+            measure(args.worker, args.workload, args.histories, args.samples, workdir)
+        )
+    except ImportError as e:
+        res = {
+            "system": args.worker,
+            "workload": args.workload,
+            "skipped": f"not importable here: {e}",
+        }
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    Path(args.out).write_text(json.dumps(res))
+    return 0
+
+
+# --- the driver -----------------------------------------------------------------------------
+
+
+def run_all(
+    systems: list[str],
+    workloads: list[str],
+    histories: list[int],
+    samples: int,
+    pythons: dict[str, Path | None],
+    out_dir: Path,
+    log: Any = print,
+) -> dict[str, Any]:
+    """Every (system, workload) in its own process; ``pythons`` maps "tether"/"peers" to
+    an interpreter (None: skipped)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, Any]] = []
+    for wl in workloads:
+        for name in systems:
+            py = pythons.get(SYSTEMS[name][1])
+            if py is None:
+                results.append(
+                    {
+                        "system": name,
+                        "label": SYSTEMS[name][0],
+                        "workload": wl,
+                        "skipped": "no interpreter",
+                    }
+                )
+                continue
+            out = out_dir / f"agent_turn.{name}.{wl}.json"
+            out.unlink(missing_ok=True)
+            work = Path(tempfile.mkdtemp(prefix=f"agent-{name}-", dir=out_dir))
+            cmd = [str(py), str(Path(__file__).resolve()), "--worker", name, "--workload", wl]
+            cmd += ["--histories", ",".join(map(str, histories)), "--samples", str(samples)]
+            cmd += ["--workdir", str(work / "db"), "--out", str(out)]
+            log(f"  agent turn: {name} / {wl} ...")
+            env = (
+                {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+                if SYSTEMS[name][1] == "tether"
+                else None
+            )
+            p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            shutil.rmtree(work, ignore_errors=True)
+            if not out.exists():
+                results.append(
+                    {
+                        "system": name,
+                        "label": SYSTEMS[name][0],
+                        "workload": wl,
+                        "error": (p.stderr or p.stdout)[-800:],
+                    }
+                )
+                log(f"    error: {(p.stderr or p.stdout)[-400:]}")
+                continue
+            r = json.loads(out.read_text())
+            r.setdefault("label", SYSTEMS[name][0])
+            results.append(r)
+            if "histories" in r:
+                log(
+                    "    "
+                    + ", ".join(f"@{h}: {v['median_ms']:.2f} ms" for h, v in r["histories"].items())
+                )
+    return {"histories": histories, "samples": samples, "window": WINDOW, "runs": results}
+
+
+def table(res: dict[str, Any]) -> list[str]:
+    """Markdown: one row per (workload, system), median ms per turn at each history."""
+    hs = res["histories"]
+    head = ["workload", "system", *[f"ms/turn @{h:,}" for h in hs], "RSS MiB (end)", "durability"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in res["runs"]:
+        if "histories" not in r:
+            why = r.get("skipped") or (
+                "error: " + str(r.get("error", ""))[-100:].replace("\n", " ")
+            )
+            lines.append(
+                f"| {r['workload']} | {r['label']} | "
+                + " | ".join(["-"] * len(hs))
+                + f" | - | {why} |"
+            )
+            continue
+        cells = [f"{r['histories'][str(h)]['median_ms']:.2f}" for h in hs]
+        lines.append(
+            f"| {r['workload']} | {r['label']} | "
+            + " | ".join(cells)
+            + f" | {r['rss_mib']['end']:.0f} | {r['durability']['setting']} |"
+        )
+    return lines
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--quick", action="store_true", help="histories 2 and 20, 3 samples")
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--histories", default=None, help="comma-separated, default 10,100,1000")
+    ap.add_argument(
+        "--samples", type=int, default=None, help="timed turns per history (default 20)"
+    )
+    ap.add_argument(
+        "--peers-python",
+        default=None,
+        help="interpreter for the peers (default: benchmarks/.venv-peers if built, else this one)",
+    )
+    ap.add_argument("--out", default=str(BENCH / "out"))
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--workload", default="plain", help=argparse.SUPPRESS)
+    ap.add_argument("--workdir", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    hs = args.histories or ",".join(map(str, QUICK_HISTORIES if args.quick else HISTORIES))
+    args.histories = [int(x) for x in hs.split(",") if x.strip()]
+    if args.samples is None:
+        args.samples = 3 if args.quick else 20
+    return args
+
+
+def default_peers_python() -> Path:
+    venv = BENCH / ".venv-peers" / "bin" / "python"
+    return venv if venv.exists() else Path(sys.executable)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    if args.worker:
+        return worker(args)
+    systems = [s for s in args.systems.split(",") if s]
+    workloads = [w for w in args.workloads.split(",") if w]
+    for s in systems:
+        if s not in SYSTEMS:
+            raise SystemExit(f"unknown system {s!r}; known: {', '.join(SYSTEMS)}")
+    peers = Path(args.peers_python) if args.peers_python else default_peers_python()
+    res = run_all(
+        systems,
+        workloads,
+        args.histories,
+        args.samples,
+        {"tether": Path(sys.executable), "peers": peers},
+        Path(args.out),
+        log=lambda m: print(m, file=sys.stderr, flush=True),
+    )
+    (Path(args.out) / "agent_turn.json").write_text(json.dumps(res, indent=1))
+    print("\n".join(table(res)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,7 +1,8 @@
 """Models: the ``Model`` protocol, a scripted model and an OpenAI-compatible client.
 
 ``ScriptedModel`` (deterministic rules, no network) lives in ``tether.models.scripted``,
-``OpenAIModel`` (chat completions over httpx) in ``tether.models.openai``; their
+``OpenAIModel`` (chat completions over httpx) in ``tether.models.openai``, the
+``Embedder`` protocol and its implementations in ``tether.models.embeddings``; their
 module docstrings are the manual. ``model_from_config`` builds either from a spec's
 ``model:`` entry. Errors are drawn in ``tether.models.errors``.
 """
@@ -18,6 +19,7 @@ from ..core.messages import (
     ToolSpec,
 )
 from .config import model_from_config
+from .embeddings import Embedder
 from .errors import (
     ModelBadArgumentsError,
     ModelBadResponseError,
@@ -42,6 +44,7 @@ from .scripted import (
 __all__ = [
     "DEFAULT_ANSWER",
     "MEMORY_TOOL",
+    "Embedder",
     "MemoryWrite",
     "Message",
     "Model",

@@ -23,7 +23,9 @@ pytest.importorskip("agents")
 from agents import (
     Agent,
     ModelResponse,
+    RunConfig,
     Runner,
+    SQLiteSession,
     Usage,
     function_tool,
     set_tracing_disabled,
@@ -38,8 +40,8 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from tether import InvalidNode, InvalidRequest
-from tether.adapters.openai_agents import TetherSession
+from tether import InvalidRequest
+from tether.adapters.openai_agents import InvalidItem, SessionClosed, TetherSession
 from tether.store import Store, open_store
 from tether.store.in_memory import MemoryStore
 
@@ -148,13 +150,80 @@ async def test_sessions_are_isolated() -> None:
     assert await other_ns.get_items() == []
 
 
-async def test_bad_item_writes_nothing(session: TetherSession) -> None:
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "not an item",
+        {"role": "user", "content": float("nan")},
+        {"role": "user", "content": object()},
+        {"role": "user", "content": {1: "non-string key"}},
+    ],
+)
+async def test_bad_item_is_a_type_error_and_writes_nothing(
+    session: TetherSession, bad: Any
+) -> None:
     await session.add_items([user("ok")])
-    with pytest.raises(InvalidRequest):
-        await session.add_items([user("fine"), "not an item"])
-    with pytest.raises(InvalidNode):
-        await session.add_items([user("fine"), {"role": "user", "content": float("nan")}])
+    with pytest.raises(TypeError) as e:  # the SDK's sessions raise TypeError (json.dumps)
+        await session.add_items([user("fine"), bad])
+    assert isinstance(e.value, InvalidItem) and isinstance(e.value, InvalidRequest)
+    assert e.value.code == "invalid_item"
     assert await session.get_items() == [user("ok")]
+
+
+def test_session_settings_as_the_sdk_sessions() -> None:
+    store = MemoryStore()
+    default = TetherSession("d", store)
+    assert default.session_settings == SessionSettings()  # never None, as SQLiteSession
+    coerced = TetherSession("c", store, session_settings={"limit": 0})
+    assert isinstance(coerced.session_settings, SessionSettings)
+    assert coerced.session_settings.limit == 0
+    with pytest.raises(TypeError):
+        TetherSession("u", store, session_settings={"limitt": 1})
+    sdk = SQLiteSession("sdk", session_settings={"limit": 3})
+    assert TetherSession("t", store, session_settings={"limit": 3}).session_settings == (
+        sdk.session_settings
+    )
+    sdk.close()
+
+
+async def test_dict_settings_with_run_config_override() -> None:
+    """A dict setting plus RunConfig(session_settings=...) once crashed Runner.run."""
+    set_tracing_disabled(True)
+    store = MemoryStore()
+    session = TetherSession("rc", store, session_settings={"limit": 1})
+    await session.add_items([user("one"), user("two"), user("three")])
+    model = ScriptedModel([[_message("ok")]])
+    agent = Agent(name="a", model=model)
+    config = RunConfig(session_settings=SessionSettings(limit=2))
+    await Runner.run(agent, "four", session=session, run_config=config)
+    assert [i["content"] for i in model.inputs[-1]] == ["two", "three", "four"]
+
+
+async def test_close_sync_and_async(tmp_path: Path) -> None:
+    session = TetherSession.from_url("c", f"sqlite:///{tmp_path / 'c.db'}")
+    await session.add_items([user("a")])
+    session.close()  # sync, as SQLiteSession.close()
+    with pytest.raises(RuntimeError) as e:
+        await session.add_items([])
+    assert isinstance(e.value, SessionClosed) and e.value.code == "session_closed"
+    with pytest.raises(SessionClosed):
+        await session.get_items()
+    with pytest.raises(SessionClosed):
+        await session.pop_item()
+    await session.close()  # awaitable too (the SDK's Redis, MongoDB, async SQLite)
+    reopened = TetherSession.from_url("c", f"sqlite:///{tmp_path / 'c.db'}")
+    assert await reopened.get_items() == [user("a")]
+    await reopened.close()
+
+
+def test_from_url_in_sync_code_and_another_loop(tmp_path: Path) -> None:
+    """Runner.run_sync drives the session from a thread with a loop of its own."""
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    session = TetherSession.from_url("x", url)
+    asyncio.run(session.add_items([user("from loop 1")]))
+    asyncio.run(session.add_items([user("from loop 2")]))
+    assert asyncio.run(session.get_items()) == [user("from loop 1"), user("from loop 2")]
+    session.close()
 
 
 async def test_concurrent_writers_lose_nothing() -> None:

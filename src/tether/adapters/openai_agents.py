@@ -38,18 +38,55 @@ SQLite's ``LIMIT -1``).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from typing import Any, Final
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator
+from typing import Any, Final, TypeVar
 
-from agents.memory.session_settings import SessionSettings, resolve_session_limit
+from agents.memory.session_settings import (
+    SessionSettings,
+    coerce_session_settings,
+    resolve_session_limit,
+)
 
 from ..core import scopes
-from ..core.errors import InvalidRequest
+from ..core.errors import InvalidNode, InvalidRequest, TetherError
 from ..core.graph import CausalNode
-from ..store import Store
+from ..store import Store, open_store
 from ..store.txn import Transaction, transact
+from ._sync import LoopBridge
 
-__all__ = ["TetherSession"]
+__all__ = ["InvalidItem", "SessionClosed", "TetherSession"]
+
+T = TypeVar("T")
+
+
+class InvalidItem(InvalidRequest, TypeError):
+    """An item the session cannot store exactly (not a JSON object, or a value that is
+    not JSON). A ``TypeError``, as the SDK's sessions raise for a non-JSON item."""
+
+    default_code = "invalid_item"
+
+
+class SessionClosed(TetherError, RuntimeError):
+    """The session was closed. A ``RuntimeError``, as the SDK's ``SQLiteSession`` raises."""
+
+    default_code = "session_closed"
+
+
+class _Closed:
+    """What ``close()`` returns: the session is already closed; awaiting it is a no-op,
+    so ``session.close()`` (the SDK's SQLiteSession) and ``await session.close()`` (its
+    Redis, MongoDB, Dapr and async SQLite sessions) both work."""
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield
+
+
+def _loop_free(url: str) -> bool:
+    """Stores that belong to no event loop: memory://, and SQLite served inline."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else "sqlite"
+    return scheme == "memory" or (scheme == "sqlite" and "offload" not in url)
+
 
 _PAGE: Final = 256
 
@@ -79,7 +116,7 @@ def _arguments(raw: Any) -> Any:
 def item_node(item: Any, llm: str) -> tuple[str, dict[str, Any]]:
     """The kind and payload of one SDK item (the item itself is kept under ``item``)."""
     if not isinstance(item, dict):
-        raise InvalidRequest(
+        raise InvalidItem(
             f"a session item is a JSON object (a TResponseInputItem), got {type(item).__name__}",
             field="items",
         )
@@ -133,14 +170,60 @@ class TetherSession:
         *,
         namespace: str = "default",
         llm: str = "agent",
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
     ) -> None:
         self.session_id = session_id
         self.scope = scopes.thread(session_id)
         self.store = store
         self.namespace = namespace
         self.llm = llm
-        self.session_settings = session_settings
+        # As the SDK's sessions: a dict is coerced (unknown keys raise TypeError),
+        # None becomes SessionSettings().
+        self.session_settings: SessionSettings = (
+            coerce_session_settings(session_settings)
+            if session_settings is not None
+            else SessionSettings()
+        )
+        # Calls go to the store's own loop (the SDK's run_sync runs the session on
+        # another thread's loop); memory:// and inline SQLite run in the caller's thread.
+        self._bridge = LoopBridge(inline=_loop_free(getattr(store, "url", "") or "memory://"))
+        self._owns_store = False
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, session_id: str, url: str, **kw: Any) -> TetherSession:
+        """Open a store by URL; the session owns it and ``close()`` closes it. Works in
+        sync and async code (as ``SQLiteSession(session_id, path)``)."""
+        bridge = LoopBridge(private=True, inline=_loop_free(url))
+        try:
+            store = bridge.run_sync(lambda: open_store(url))
+        except BaseException:
+            bridge.stop()
+            raise
+        session = cls(session_id, store, **kw)
+        session._bridge = bridge
+        session._owns_store = True
+        return session
+
+    def close(self) -> _Closed:
+        """Close the session (and its store, if ``from_url`` opened it). Later calls
+        raise ``SessionClosed``. Returns an awaitable, so ``await session.close()``
+        works too."""
+        if not self._closed:
+            self._closed = True
+            try:
+                if self._owns_store:
+                    self._owns_store = False
+                    self._bridge.run_sync(self.store.close)
+            finally:
+                if self._bridge.owns_loop:
+                    self._bridge.stop()
+        return _Closed()
+
+    async def _run(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        if self._closed:
+            raise SessionClosed(f"TetherSession {self.session_id!r} is closed")
+        return await self._bridge.run(make)
 
     async def _visible(
         self, limit: int | None, before: int | None = None
@@ -174,21 +257,35 @@ class TetherSession:
         """The conversation, oldest first; the latest ``limit`` items when a limit applies."""
         n = resolve_session_limit(limit, self.session_settings)
         if n is not None and n <= 0:
+            if self._closed:
+                raise SessionClosed(f"TetherSession {self.session_id!r} is closed")
             return []
-        nodes = [x async for x in self._visible(n)]
-        return [x.payload["item"] for x in reversed(nodes)]
+
+        async def read() -> list[Any]:
+            nodes = [x async for x in self._visible(n)]
+            return [x.payload["item"] for x in reversed(nodes)]
+
+        return await self._run(read)
 
     async def add_items(self, items: list[Any]) -> None:
         """Append items in order, atomically (a bad item raises and writes nothing)."""
+        if self._closed:
+            raise SessionClosed(f"TetherSession {self.session_id!r} is closed")
         if not items:
             return
         planned = [item_node(item, self.llm) for item in items]
 
         async def fn(txn: Transaction) -> None:
             for kind, payload in planned:
-                await txn.append(self.scope, kind, payload)
+                try:
+                    await txn.append(self.scope, kind, payload)
+                except InvalidNode as e:
+                    raise InvalidItem(
+                        f"a session item holds a value that is not JSON: {e.message}",
+                        field="items",
+                    ) from e
 
-        await transact(self.store, self.namespace, fn)
+        await self._run(lambda: transact(self.store, self.namespace, fn))
 
     async def pop_item(self) -> Any | None:
         """Hide and return the newest item; None when the session is empty."""
@@ -200,9 +297,13 @@ class TetherSession:
                 return node.payload["item"]
             return None
 
-        return await transact(self.store, self.namespace, fn)
+        return await self._run(lambda: transact(self.store, self.namespace, fn))
 
     async def clear_session(self) -> None:
         """Delete every item of the session (the thread scope is reset)."""
-        if (await self.store.head(self.namespace, self.scope)).sequence:
-            await self.store.reset_scope(self.namespace, self.scope)
+
+        async def clear() -> None:
+            if (await self.store.head(self.namespace, self.scope)).sequence:
+                await self.store.reset_scope(self.namespace, self.scope)
+
+        await self._run(clear)

@@ -28,6 +28,7 @@ from .core.graph import (
     Limits,
     node_id,
 )
+from .core.telemetry import telemetry
 from .core.vocab import BUILTIN_NODE_TYPES, NodeType, Vocabulary
 from .store import Head, Store, open_store
 from .store.txn import Transaction, transact
@@ -157,6 +158,7 @@ __all__ = [
     "canonical_json",
     "node_id",
     "open_store",
+    "telemetry",
     "tool",
     "transact",
 ]

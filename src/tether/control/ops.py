@@ -45,9 +45,10 @@ a set of keys in it:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, ParamSpec
 
 import orjson
 
@@ -55,6 +56,7 @@ from ..core import scopes as scope_names
 from ..core.erased import erased_placeholders, is_erased
 from ..core.errors import InvalidRequest
 from ..core.graph import CausalNode
+from ..core.telemetry import telemetry
 from ..store.base import ScopeStats, Store
 from ..store.txn import Transaction, transact
 from . import reports as _views
@@ -78,6 +80,35 @@ from .types import (
 )
 
 RESET_CODE: Final = "reset"
+_P = ParamSpec("_P")
+
+
+def _traced(
+    name: str,
+) -> Callable[
+    [Callable[_P, Awaitable[StateOperationResult]]], Callable[_P, Awaitable[StateOperationResult]]
+]:
+    """The operation in a ``tether.<name>`` span (when tracing is on) with what it touched."""
+
+    def wrap(
+        fn: Callable[_P, Awaitable[StateOperationResult]],
+    ) -> Callable[_P, Awaitable[StateOperationResult]]:
+        @functools.wraps(fn)
+        async def run(*args: _P.args, **kwargs: _P.kwargs) -> StateOperationResult:
+            if not telemetry.tracing:
+                return await fn(*args, **kwargs)
+            with telemetry.span(f"tether.{name}", "internal", {"tether.operation": name}) as span:
+                result = await fn(*args, **kwargs)
+                span.set_attribute("tether.namespace", result.namespace)
+                if result.scope is not None:
+                    span.set_attribute("tether.scope", result.scope)
+                    if result.scope.startswith("thread:"):
+                        span.set_attribute("tether.thread", result.scope[7:])
+                return result
+
+        return run
+
+    return wrap
 
 
 def _request(
@@ -117,6 +148,7 @@ async def _all_scopes(store: Store, namespace: str) -> list[str]:
 # --------------------------------------------------------------------------- describe
 
 
+@_traced("describe")
 async def describe(
     store: Store, request: StateOperationRequest | None = None, **fields: Any
 ) -> StateOperationResult:
@@ -189,6 +221,7 @@ async def _describe_namespace(store: Store, req: StateOperationRequest) -> State
 # --------------------------------------------------------------------------- reset
 
 
+@_traced("reset")
 async def reset(
     store: Store, request: StateOperationRequest | None = None, **fields: Any
 ) -> StateOperationResult:
@@ -415,6 +448,7 @@ async def _reset_stores(
 # --------------------------------------------------------------------------- compact
 
 
+@_traced("compact")
 async def compact(
     store: Store,
     request: StateOperationRequest | None = None,
@@ -461,6 +495,7 @@ async def compact(
 # --------------------------------------------------------------------------- snapshots
 
 
+@_traced("export")
 async def export(
     store: Store, request: StateOperationRequest | None = None, **fields: Any
 ) -> StateOperationResult:
@@ -479,6 +514,7 @@ async def export(
     )
 
 
+@_traced("import")
 async def import_(
     store: Store, request: StateOperationRequest | None = None, **fields: Any
 ) -> StateOperationResult:
@@ -506,6 +542,7 @@ async def import_(
     )
 
 
+@_traced("history")
 async def history(
     store: Store, request: StateOperationRequest | None = None, **fields: Any
 ) -> StateOperationResult:
@@ -541,6 +578,7 @@ async def history(
     )
 
 
+@_traced("fork")
 async def fork(
     store: Store, request: StateOperationRequest | None = None, **fields: Any
 ) -> StateOperationResult:
@@ -562,6 +600,7 @@ async def fork(
     )
 
 
+@_traced("verify")
 async def verify(
     store: Store, request: StateOperationRequest | None = None, **fields: Any
 ) -> StateOperationResult:

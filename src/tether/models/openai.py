@@ -53,6 +53,7 @@ from typing import Any
 import httpx
 
 from ..core.messages import MemoryWrite, Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
+from ..core.telemetry import telemetry
 from ..core.vocab import BUILTIN_NODE_TYPES, NodeType
 from .errors import (
     ModelBadArgumentsError,
@@ -89,6 +90,8 @@ class _Parsed:
 
 class OpenAIModel:
     """A ``Model`` over an OpenAI-compatible ``/chat/completions`` endpoint."""
+
+    provider = "openai"  # gen_ai.provider.name in traces (docs/telemetry.md)
 
     def __init__(
         self,
@@ -304,7 +307,11 @@ class OpenAIModel:
             retry_after: float | None = None
             try:
                 response = await client.post(
-                    self.url, content=payload, headers=self._headers, timeout=self.timeout
+                    self.url,
+                    content=payload,
+                    # The caller's trace continues on the model server (W3C traceparent).
+                    headers=telemetry.inject_headers(self._headers),
+                    timeout=self.timeout,
                 )
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
                 if attempt >= self.max_retries:

@@ -421,6 +421,9 @@ def _memory_from_dict(data: Any) -> ScriptedMemory:
 class ScriptedModel:
     """A deterministic ``Model``: ordered rules, first match wins, else ``default``."""
 
+    provider = "tether.scripted"  # gen_ai.provider.name in traces
+    model = "scripted"  # gen_ai.request.model
+
     def __init__(
         self,
         rules: Iterable[Rule | Mapping[str, Any]] = (),

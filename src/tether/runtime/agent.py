@@ -64,7 +64,8 @@ class Agent:
     ``max_steps`` bounds the node executions of one run and ``max_tool_rounds`` the
     model calls of one LLM node visit. ``credentials``: a ``CredentialProvider``
     asked first for the credentials tools declare (``context["credentials"]`` is
-    the fallback); they are never persisted.
+    the fallback); they are never persisted. ``name``: the agent's name in traces
+    (``gen_ai.agent.name``, docs/telemetry.md).
     """
 
     def __init__(
@@ -82,6 +83,7 @@ class Agent:
         max_steps: int = 50,
         max_tool_rounds: int = 20,
         credentials: CredentialProvider | None = None,
+        name: str = "agent",
     ) -> None:
         if credentials is not None and not isinstance(credentials, CredentialProvider):
             raise InvalidRequest(
@@ -89,6 +91,11 @@ class Agent:
                 f"`async resolve(name, context) -> str | None`, got {credentials!r}"
             )
         self.credentials = credentials
+        if not isinstance(name, str) or not name:
+            raise InvalidRequest(
+                f"name is a non-empty string (the agent's name in traces), got {name!r}"
+            )
+        self.name = name
         if spec is None:
             spec = Spec.single()
         elif isinstance(spec, str | Path):
@@ -181,6 +188,7 @@ class Agent:
             max_steps=self.max_steps,
             max_tool_rounds=self.max_tool_rounds,
             credentials=self.credentials,
+            name=self.name,
         )
 
     async def _with(self, fn: Callable[[Executor], Awaitable[T]]) -> T:

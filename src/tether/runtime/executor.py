@@ -59,6 +59,7 @@ from ..projections.projection import summary_message
 from ..projections.runs import StepResult
 from ..store.base import Head, Store
 from ..store.txn import Transaction
+from . import _observe
 from . import agent_memory_api as _memory_api
 from .agent_memory_tools import MemoryTools
 from .credentials import (
@@ -140,7 +141,9 @@ class Executor:
         max_steps: int,
         max_tool_rounds: int,
         credentials: CredentialProvider | None = None,
+        name: str = "agent",
     ) -> None:
+        self.name = name
         self.spec = spec
         self.credential_provider = credentials
         self.store = store
@@ -156,6 +159,21 @@ class Executor:
     # -- entry points ----------------------------------------------------------------
 
     async def step(
+        self,
+        input: Any,
+        *,
+        thread: str | None,
+        user: str | None,
+        context: dict[str, Any],
+        metadata: Mapping[str, Any] | None,
+    ) -> StepResult:
+        with _observe.agent_span(self.name, "step", thread) as span:
+            result = await self._step(
+                input, thread=thread, user=user, context=context, metadata=metadata
+            )
+            return _observe.ended(span, result)
+
+    async def _step(
         self,
         input: Any,
         *,
@@ -207,7 +225,13 @@ class Executor:
             goal = await txn.append(
                 scope,
                 "goal",
-                {"run": run_id, "input": payload_input, "llm": goal_llm, "metadata": meta},
+                {
+                    "run": run_id,
+                    "input": payload_input,
+                    "llm": goal_llm,
+                    "metadata": meta,
+                    **_observe.trace_field(),
+                },
             )
             await stage_entry(txn, thread, RunView(goal=goal))
             try:
@@ -221,6 +245,12 @@ class Executor:
         raise Conflict(f"could not start a run on thread {thread!r}: it kept moving; retry")
 
     async def resume(
+        self, *, thread: str, context: dict[str, Any], run: str | None = None
+    ) -> StepResult:
+        with _observe.agent_span(self.name, "resume", thread, run) as span:
+            return _observe.ended(span, await self._resume(thread=thread, context=context, run=run))
+
+    async def _resume(
         self, *, thread: str, context: dict[str, Any], run: str | None = None
     ) -> StepResult:
         scope = scopes.thread(thread)
@@ -237,6 +267,27 @@ class Executor:
         return (await self._current(scopes.thread(thread)))[1]
 
     async def decide(
+        self,
+        *,
+        thread: str,
+        ref: str,
+        approve: bool,
+        reason: str | None,
+        context: dict[str, Any],
+        resume: bool,
+    ) -> StepResult | None:
+        with _observe.agent_span(self.name, "approve" if approve else "reject", thread) as span:
+            result = await self._decide(
+                thread=thread,
+                ref=ref,
+                approve=approve,
+                reason=reason,
+                context=context,
+                resume=resume,
+            )
+            return _observe.ended(span, result)
+
+    async def _decide(
         self,
         *,
         thread: str,
@@ -749,7 +800,7 @@ class Executor:
             context=rc.context,
         )
         try:
-            response = await model.complete(request)
+            response = await _observe.complete(model, request, rc.credentials.values())
         except TetherError:
             raise
         except Exception as e:
@@ -832,7 +883,18 @@ class Executor:
 
     async def _run_calls(self, rc: _Run, calls: Sequence[Call]) -> None:
         """Execute calls concurrently; each result is committed as soon as it is in."""
-        await asyncio.gather(*(self._run_call(rc, c) for c in calls))
+        await asyncio.gather(
+            *(
+                _observe.tool_call(
+                    self._run_call(rc, c),
+                    tool=c.name,
+                    call_id=c.call_id,
+                    arguments=c.arguments,
+                    secrets=rc.credentials.values(),
+                )
+                for c in calls
+            )
+        )
 
     async def _run_call(self, rc: _Run, call: Call) -> None:
         if call.name in self.memory_tools and call.decision != "rejected":

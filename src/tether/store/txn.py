@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
@@ -25,6 +26,7 @@ from ..core.graph import (
     make_node,
     semantic_key,
 )
+from ..core.telemetry import AttrValue, telemetry
 from ..core.vocab import DEFAULT_VOCABULARY, Vocabulary
 from .base import DuplicateNodes, Head, ScopeWrite, Store, check_name
 
@@ -216,6 +218,11 @@ class Transaction:
 
         Raises Conflict if a head moved since it was read (nothing written).
         """
+        if telemetry.enabled:
+            return await _observed_commit(self)
+        return await self._commit()
+
+    async def _commit(self) -> dict[str, list[CausalNode]]:
         if self._done:
             raise StoreError("this transaction has already been committed")
         for _ in range(8):
@@ -276,5 +283,35 @@ async def transact(
         except Conflict:
             if attempt == attempts - 1:
                 raise
+            telemetry.record("counter", "tether.transact.retries", 1)
             await asyncio.sleep(random.uniform(0, 0.002 * 2**attempt))
     raise AssertionError("unreachable")
+
+
+async def _observed_commit(txn: Transaction) -> dict[str, list[CausalNode]]:
+    """``txn.commit()`` in a ``tether.commit`` span, with its duration, size and conflicts."""
+    scopes = sorted(s for s, d in txn._drafts.items() if d.nodes)
+    attrs: dict[str, AttrValue] = {"tether.namespace": txn.namespace, "tether.scopes": scopes}
+    outcome = "error"
+    start = time.perf_counter()
+    with telemetry.span("tether.commit", "internal", attrs) as span:
+        try:
+            written = await txn._commit()
+            outcome = "ok"
+        except Conflict:
+            outcome = "conflict"
+            telemetry.record("counter", "tether.commit.conflicts", 1)
+            raise
+        finally:
+            telemetry.record(
+                "histogram",
+                "tether.commit.duration",
+                time.perf_counter() - start,
+                {"outcome": outcome},
+            )
+        ids = [n.id for nodes in written.values() for n in nodes]
+        telemetry.record("histogram", "tether.commit.nodes", len(ids))
+        if span.is_recording():
+            span.set_attribute("tether.nodes", len(ids))
+            span.set_attribute("tether.node_ids", ids[:64])
+    return written

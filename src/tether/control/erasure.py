@@ -25,6 +25,7 @@ from typing import Any, Final
 from ..core import scopes
 from ..core.errors import InvalidRequest
 from ..crypto import erase_user as _erase_key
+from ..projections.recall_index import drop_erased
 from ..store.base import Store, check_name
 from . import tasks
 
@@ -105,6 +106,7 @@ async def erase_user(store: Store, namespace: str, user: str) -> ErasureResult:
     scopes.user(user)
     report = await _erase_key(store, namespace, user)
     unindexed = await tasks.unindex_user(store, namespace, user)
+    await drop_erased(store, namespace, user)  # vectors carry meaning: they go too
     return ErasureResult(
         namespace=namespace,
         user=user,

@@ -11,6 +11,7 @@ sent to any provider without conversion layers:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -68,3 +69,21 @@ class Model(Protocol):
     """Anything that turns a request into a response."""
 
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors of ``dim`` floats, one per text, in order.
+
+    ``name`` names the embedding space: two embedders with one name give the same
+    vector for the same text, so an index built by one serves the other.
+    Implementations: ``tether.models.embeddings``.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...

@@ -10,6 +10,7 @@ module docstrings are the manual. ``model_from_config`` builds either from a spe
 from __future__ import annotations
 
 from ..core.messages import (
+    Embedder,
     MemoryWrite,
     Message,
     Model,
@@ -19,7 +20,6 @@ from ..core.messages import (
     ToolSpec,
 )
 from .config import model_from_config
-from .embeddings import Embedder
 from .errors import (
     ModelBadArgumentsError,
     ModelBadResponseError,

@@ -34,10 +34,11 @@ import re
 import struct
 import threading
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import httpx
 
+from ..core.messages import Embedder
 from .errors import (
     ModelBadResponseError,
     ModelConfigError,
@@ -54,19 +55,6 @@ __all__ = [
     "WordLlamaEmbedder",
     "default_embedder",
 ]
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into vectors of ``dim`` floats; ``name`` names the embedding space."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def dim(self) -> int: ...
-
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
 def check_vectors(name: str, dim: int, texts: Sequence[str], vectors: Any) -> list[list[float]]:

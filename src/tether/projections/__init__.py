@@ -5,7 +5,8 @@
   ``undo_compaction``);
 * typed, scoped variables (``Variables``, ``VarDecl``, ``coerce``);
 * semantic memory (``semantic_memory``, ``remember``, ``forget``) and the model's own
-  key-value memory (``AgentMemory``);
+  key-value memory (``AgentMemory``); recall by meaning over both (``recall``,
+  ``reindex``; ``tether.projections.recall_index``);
 * execution views of seed 000 (``execution_view``, ``list_runs``).
 
 The node shapes these read and write are docs/graph-encoding.md.
@@ -36,6 +37,7 @@ from .execution import (
 )
 from .policies import Buffer, Policy, Summary, Tokens, Window, policy_from_dict
 from .projection import SUMMARY_INTRO, SummaryContent, Unit, project, summary_key, system_key
+from .recall_index import Recollection, recall, reindex
 from .semantic import RESERVED_TYPES, forget, remember, semantic_memory
 from .tokens import (
     EstimateCounter,
@@ -67,6 +69,7 @@ __all__ = [
     "NodeActorState",
     "NothingToUndo",
     "Policy",
+    "Recollection",
     "RunInfo",
     "Summary",
     "SummaryContent",
@@ -97,6 +100,8 @@ __all__ = [
     "policy_from_dict",
     "project",
     "read_value",
+    "recall",
+    "reindex",
     "remember",
     "semantic_memory",
     "summary_key",

@@ -33,7 +33,8 @@ MAX_SAFE_INT = 2**53 - 1
 
 
 class CanonicalError(ValueError):
-    """Raised with a snapshot error code: non_finite, number_range, too_large or shape."""
+    """Raised with a snapshot error code: non_finite, number_range, too_large, shape
+    (or duplicate_key, from ``strict_json.loads``)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)

@@ -35,6 +35,7 @@ SNAPSHOT_CODES = (
     "too_large",
     "non_finite",
     "number_range",
+    "duplicate_key",
 )
 
 

@@ -6,12 +6,10 @@ canonicalises its payload once and recomputes its identity.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any, NoReturn
 
-import orjson
-
+from . import strict_json
 from .canonical import CanonicalError, canonical_json
 from .errors import InvalidNode, InvalidSnapshot
 from .graph import (
@@ -46,27 +44,11 @@ def parse_snapshot_json(data: bytes | str, limits: Limits) -> Any:
     if len(data) > limits.max_snapshot_bytes:
         _fail("too_large", f"snapshot is {len(data)} bytes, over {limits.max_snapshot_bytes}")
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as e:
-        msg = str(e)
-        # orjson refuses NaN/Infinity outright; say so with the right code.
-        try:
-            json.loads(bytes(data), parse_constant=_raise_non_finite)
-        except _NonFinite:
-            _fail("non_finite", "NaN or Infinity in the snapshot")
-        except (ValueError, RecursionError):
-            pass
-        if "recursion" in msg.lower():
-            _fail("too_large", "JSON nested too deeply")
-        _fail("shape", f"not valid JSON: {msg}")
-
-
-class _NonFinite(Exception):
-    pass
-
-
-def _raise_non_finite(_: str) -> Any:
-    raise _NonFinite
+        # Depth is checked per payload when it is canonicalised (every other field has a
+        # fixed shape); nesting past the interpreter's limit is refused here as too_large.
+        return strict_json.loads(data)
+    except CanonicalError as e:
+        _fail(e.code, str(e))
 
 
 def _valid_timestamp(s: str) -> bool:

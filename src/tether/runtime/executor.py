@@ -86,7 +86,7 @@ from .plan import (
 from .spec import ChatHistoryNode, LLMNode, LoopNode, Spec, ToolNode, VarNode, VarSetNode
 from .templates import Condition, Template
 from .tool_state import ToolState, state_lock
-from .tools import Tool, ToolArgumentsError, jsonable
+from .tools import Tool, ToolArgumentsError, exact_json, jsonable
 
 log = logging.getLogger("tether.runtime")
 
@@ -190,8 +190,8 @@ class Executor:
         if user is not None:
             scopes.user(user)
         split_context(context)  # a malformed context["credentials"] fails before any write
-        payload_input = jsonable(input)
-        meta = {**jsonable(dict(metadata or {})), "user": user}
+        payload_input = exact_json(input, "input")
+        meta = {**exact_json(dict(metadata or {}), "metadata"), "user": user}
         if user is not None:
             # Before the thread's first write, so an encrypted store seals it with the
             # user's data key and erase_user erases it too (free once bound; a no-op

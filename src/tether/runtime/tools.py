@@ -40,6 +40,9 @@ from typing import Any, Final, TypeVar, overload
 
 import orjson
 
+from ..core.canonical import CanonicalError, canonical_json
+from ..core.errors import InvalidNode
+from ..core.graph import DEFAULT_LIMITS
 from ..core.messages import ToolSpec
 from .errors import ToolDefinitionError
 
@@ -154,13 +157,34 @@ class Tool:
         return jsonable(result)
 
 
+def exact_json(value: Any, what: str = "value") -> Any:
+    """``jsonable(value)`` for a value that comes in through a door (a step's input, its
+    metadata): numbers and nesting that cannot be stored exactly are refused with
+    their codes (number_range, non_finite, too_large), never rounded or turned into
+    null; values of other types are converted as ``jsonable`` does."""
+    try:
+        canonical_json(value, max_depth=DEFAULT_LIMITS.max_depth)
+    except CanonicalError as e:
+        if e.code != "shape":
+            raise InvalidNode(f"{what} rejected: {e}", code=e.code, field=what) from None
+    return jsonable(value)
+
+
 def jsonable(value: Any) -> Any:
     """A JSON value for ``value``: sets become lists, unknown objects their str()."""
     if value is None or isinstance(value, str | bool | int | float):
         if isinstance(value, float) and value != value:  # NaN is not JSON
             return None
         return value
-    return orjson.loads(orjson.dumps(value, default=_default, option=orjson.OPT_NON_STR_KEYS))
+    try:
+        data = orjson.dumps(value, default=_default, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError as e:
+        # The JSON policy (tether.core.strict_json): a value that cannot be stored exactly
+        # is refused with its code, never passed on as a raw TypeError.
+        msg = str(e)
+        code = "too_large" if "ecursion" in msg else "number_range" if "64-bit" in msg else "shape"
+        raise InvalidNode(f"value rejected: {msg}", code=code) from None
+    return orjson.loads(data)
 
 
 def _default(value: Any) -> Any:

@@ -12,6 +12,8 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..core import strict_json
+from ..core.canonical import CanonicalError
 from ..core.errors import (
     Conflict,
     InvalidNode,
@@ -21,6 +23,7 @@ from ..core.errors import (
     StoreError,
     TetherError,
 )
+from ..core.graph import DEFAULT_LIMITS
 from ..crypto.errors import CipherError, KeyErased, MissingKey, WrongKey
 from ..models.errors import ModelError
 from .auth import Forbidden, Unauthorized
@@ -87,17 +90,31 @@ def error_response(err: TetherError) -> Response:
     return json_response(err.to_dict(), status, headers)
 
 
-async def read_json(request: Request, *, required: bool = True) -> Any:
-    """The body as JSON (orjson: bounded nesting, no NaN). Empty is None unless required."""
+# A body wraps a payload (max_depth deep) in a few levels: {"input": ...}, a snapshot's
+# {"nodes": [{"payload": ...}]}. Each payload's own depth is checked again when written.
+_BODY_DEPTH: Final = DEFAULT_LIMITS.max_depth + 4
+
+
+async def read_json(request: Request, *, required: bool = True, snapshot: bool = False) -> Any:
+    """The body as JSON under tether's one JSON policy (``tether.core.strict_json``):
+    no duplicate keys, integers within ±(2**53-1), no NaN, bounded nesting.
+    Empty is None unless required. A ``snapshot`` body's refusals are InvalidSnapshot
+    (413/422, as import validation answers), others InvalidRequest (400)."""
     raw = await request.body()
     if not raw.strip():
         if required:
             raise InvalidRequest("the request needs a JSON body", field="body")
         return None
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        raise InvalidRequest(f"the body is not valid JSON: {e}", field="body") from None
+        return strict_json.loads(raw, max_depth=_BODY_DEPTH)
+    except CanonicalError as e:
+        if e.code == "shape":
+            raise InvalidRequest(f"the body is not valid JSON: {e}", field="body") from None
+        # The JSON policy's refusals keep their codes (number_range, duplicate_key,
+        # non_finite, too_large): the body cannot be read exactly, so it is refused whole.
+        if snapshot:
+            raise InvalidSnapshot(f"the snapshot was refused: {e}", code=e.code) from None
+        raise InvalidRequest(f"the body was refused: {e}", code=e.code, field="body") from None
 
 
 def json_object(data: Any, what: str) -> dict[str, Any]:

@@ -180,7 +180,7 @@ def router() -> APIRouter:
         responses={**_RESULT, **_READ, **errors(409, 422)},
     )
     async def import_thread(request: Request, at: ThreadAt, replace: bool = False) -> Response:
-        snapshot = json_object(await read_json(request), "a snapshot")
+        snapshot = json_object(await read_json(request, snapshot=True), "a snapshot")
         return await at.operation("import", snapshot=snapshot, replace=replace)
 
     @r.post(

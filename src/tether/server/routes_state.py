@@ -50,7 +50,7 @@ def _add(r: APIRouter, op: str) -> None:
     grant = f"state.{op}"
 
     async def run(request: Request, token: Annotated[Token, need(grant)]) -> Response:
-        body = await read_json(request, required=False)
+        body = await read_json(request, required=False, snapshot=op in ("import", "verify"))
         parsed = parse(
             op,
             None if body is None else json_object(body, "a StateOperationRequest"),

@@ -1,0 +1,48 @@
+"""The ``recall`` model tool in a ScriptedModel agent (tether.runtime.recall_tool)."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+import tether
+from tether.models import Rule, call
+from tether.models.embeddings import WordLlamaEmbedder
+from tether.projections import remember
+from tether.runtime.recall_tool import recall_tool
+
+FACTS = {
+    "allergy": "user is allergic to peanuts",
+    "colour": "favourite colour is deep blue",
+    "city": "lives in Lisbon, Portugal",
+    "pet": "has a dog named Rex",
+}
+
+
+async def test_a_scripted_agent_recalls_the_right_memory_by_meaning() -> None:
+    pytest.importorskip("wordllama")
+    store = await tether.open_store("memory://")
+    for key, text in FACTS.items():
+        await remember(store, "default", "user:alice", "memory", key, text)
+    model = tether.ScriptedModel(
+        [
+            Rule(
+                match=r"^(what did I say about .*)\?$",
+                tools=[call("recall", query="{1}", k=1)],
+                then="You told me: {result}",
+            )
+        ]
+    )
+    agent = tether.Agent(None, model, store=store, tools=[recall_tool(WordLlamaEmbedder())])
+    r = await agent.step("what did I say about my allergies?", thread="t1", user="alice")
+    assert r.status == "completed", r.error
+    assert r.answer is not None
+    found = ast.literal_eval(r.answer.removeprefix("You told me: "))
+    assert [f["key"] for f in found] == ["allergy"]
+    assert found[0]["content"] == "user is allergic to peanuts"
+    # without a user, the tool says why instead of searching someone else's memory
+    r = await agent.step("what did I say about my allergies?", thread="t2")
+    assert r.status == "completed"
+    assert "allergic" not in (r.answer or "")
+    await store.close()

@@ -61,6 +61,8 @@ EMPTY_SNAPSHOT = {"version": 1, "nodes": [], "frontier": []}
 # (method, path, json body, grant). {node} and {run} are filled from the store.
 ENDPOINTS: list[tuple[str, str, Any, str | None]] = [
     ("GET", "/v1/whoami", None, None),
+    # Metrics sum every namespace: the token limited to some namespaces is refused too.
+    ("GET", "/metrics", None, "metrics"),
     ("POST", "/state/describe", {"namespace": NS, "thread": "support-1"}, "state.describe"),
     ("POST", "/state/reset", {"namespace": NS, "thread": "support-2"}, "state.reset"),
     (
@@ -120,7 +122,13 @@ def _tokens(grant: str | None) -> Tokens:
             dev_token(NO_GRANT, name="no-grant", grants=others),
             # A prefix pattern that looks like the namespace but is not it.
             dev_token(OTHER_NS, name="other-ns", namespaces=["acme", "default-*", "defaul"]),
-            dev_token(ONLY, name="only", grants=[grant] if grant else [], namespaces=[NS]),
+            # Metrics sum every namespace, so their grant counts on all of them only.
+            dev_token(
+                ONLY,
+                name="only",
+                grants=[grant] if grant else [],
+                namespaces=["*"] if grant == "metrics" else [NS],
+            ),
         ]
     )
 

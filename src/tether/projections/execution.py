@@ -98,6 +98,8 @@ class ExecutorState:
     actor: NodeActorState | None = None
     run: str = ""
     kind: Literal["run", "llm", "tool_call", "step"] = "run"
+    # The OpenTelemetry trace the run was started in (its goal's ``trace``), if traced.
+    trace_id: str | None = None
 
     def walk(self) -> Iterable[ExecutorState]:
         """This executor and all its descendants, depth first."""
@@ -115,6 +117,7 @@ class ExecutorState:
             "actor": self.actor.to_dict() if self.actor else None,
             "run": self.run,
             "kind": self.kind,
+            **({"trace_id": self.trace_id} if self.trace_id is not None else {}),
         }
 
 
@@ -313,6 +316,7 @@ def build_execution(nodes: list[CausalNode], run: str) -> ExecutorState:
         actor=llm_actor(actor_name, status),
         run=run,
         kind="run",
+        trace_id=trace if isinstance(trace := goal.payload.get("trace"), str) else None,
     )
 
 

@@ -236,6 +236,10 @@ WHOAMI: Final = _object(
         "namespaces": _array(_STR),
         "agent": {**_BOOL, "description": "Whether this server runs agent steps."},
         "version": _STR,
+        "trace_url": {
+            **_nullable(_STR),
+            "description": "Where a run's trace is shown: {trace_id} is its trace id.",
+        },
     },
     required=("name", "grants", "namespaces", "agent"),
 )
@@ -253,6 +257,10 @@ EXECUTION: Final = _object(
         "actor": _or_null("object"),
         "run": _STR,
         "kind": _STR,
+        "trace_id": {
+            **_STR,
+            "description": "The OpenTelemetry trace the run was started in, if it was traced.",
+        },
     },
     required=("execution_id", "status", "children"),
     description="Seed 000's ExecutorState of one run, with its tree of child executors.",

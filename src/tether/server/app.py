@@ -15,7 +15,10 @@ Routes (docs/http.md has the details; ``/openapi.json`` the schema):
   run's metadata and status history (``.../threads/{thread}/task``) and what a run
   waits on (``.../threads/{thread}/approvals``); with an agent, ``step``, ``resume``,
   ``approve`` and ``reject``;
-* ``GET /v1/whoami``: what the caller's token may do; ``GET /healthz``;
+* ``GET /v1/whoami``: what the caller's token may do (and the server's trace URL
+  template, for the inspector's links to a run's trace); ``GET /healthz``;
+* ``GET /metrics``: tether's metrics for Prometheus (grant ``metrics``, on every
+  namespace: they sum all of them; docs/telemetry.md);
 * ``/``: the inspector (static files; it asks for a token and calls the API).
 
 Every API route needs a bearer token with the route's grant on its namespace
@@ -27,6 +30,7 @@ statuses in one place (``_http.status_for``) with the body ``err.to_dict()``.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -44,10 +48,11 @@ from ..core.errors import InvalidRequest, TetherError
 from ..runtime.agent import Agent
 from ..store import Store
 from . import routes_agent, routes_ns, routes_state, routes_tasks
-from ._deps import AgentFactory, Server, authenticated
+from ._deps import AgentFactory, Server, authenticated, need
 from ._http import error_response, json_response
-from .auth import AuthConfigError, Token, Tokens
+from .auth import AuthConfigError, Forbidden, Token, Tokens
 from .limits import DEFAULT_MAX_BODY, ASGIApp, BodyLimit, Message, Receive, Scope, Send
+from .metrics import CONTENT_TYPE, process_sink
 from .openapi import errors, install, ok
 
 __all__ = ["create_app"]
@@ -60,6 +65,7 @@ _CSP: Final = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
+_TRACE_URL: Final = re.compile(r"https?://[^\s{}]+(?:\{trace_id\}[^\s{}]*)+")
 
 
 def create_app(
@@ -70,6 +76,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY,
     inspector: bool = True,
     cipher: Any = "env",
+    trace_url: str | None = None,
 ) -> FastAPI:
     """The ASGI app serving ``store`` (a ``Store``, kept open, or a URL, opened and closed here).
 
@@ -81,7 +88,18 @@ def create_app(
     (for a URL): what ``open_store(url, cipher=...)`` takes, None for none, or
     ``"env"`` (the default) for ``tether.crypto.cipher_from_env()``: the master key
     in ``$TETHER_MASTER_KEY`` (or ``_FILE``), if set (docs/encryption.md).
+    ``trace_url``: where a trace is shown, with ``{trace_id}`` in it (e.g.
+    ``http://localhost:16686/trace/{trace_id}`` for Jaeger): the inspector links each
+    run recorded while tracing to its trace (docs/telemetry.md).
     """
+    if trace_url is not None and (
+        not isinstance(trace_url, str) or not _TRACE_URL.fullmatch(trace_url)
+    ):
+        raise InvalidRequest(
+            "trace_url is an http(s) URL with {trace_id} where the trace id goes, e.g. "
+            f"http://localhost:16686/trace/{{trace_id}}; got {trace_url!r}",
+            field="trace_url",
+        )
     if isinstance(tokens, Tokens):
         known = tokens
     elif tokens is None:
@@ -143,7 +161,37 @@ def create_app(
         responses={**ok("WhoAmI", "The token's name, grants and namespaces."), **errors(401)},
     )
     async def whoami(token: Annotated[Token, Depends(authenticated)]) -> Response:
-        return json_response({**token.to_dict(), "agent": server.has_agent, "version": __version__})
+        return json_response(
+            {
+                **token.to_dict(),
+                "agent": server.has_agent,
+                "version": __version__,
+                "trace_url": trace_url,
+            }
+        )
+
+    sink = process_sink()
+
+    @app.get(
+        "/metrics",
+        tags=["meta"],
+        summary="tether's metrics in Prometheus' text format (commits, runs, model and tool calls)",
+        responses={
+            200: {
+                "description": "Prometheus exposition format.",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            },
+            **errors(401, 403),
+        },
+    )
+    async def metrics(token: Annotated[Token, need("metrics")]) -> Response:
+        if "*" not in token.namespaces:
+            raise Forbidden(
+                f"token {token.name!r} is limited to some namespaces, and the metrics sum "
+                "every namespace; give a metrics token namespaces: ['*']",
+                grant="metrics",
+            )
+        return Response(sink.exposition(), media_type=CONTENT_TYPE)
 
     app.include_router(routes_state.router())
     app.include_router(routes_ns.router())

@@ -16,8 +16,9 @@ Each token names its **grants** (operations) and **namespaces**::
 (JSON or YAML). ``sha256`` is ``hashlib.sha256(token.encode()).hexdigest()``;
 ``token_env`` names an environment variable holding the token itself, hashed at
 load. A grant is an operation name (``GRANTS``), ``state.*``, ``agent.*`` or ``*``
-(``state.erase``, erasing a user of an encrypted store for good, is in ``state.*``);
-a namespace pattern is a name, a prefix ending in ``*``, or ``*`` for all.
+(``state.erase``, erasing a user of an encrypted store for good, is in ``state.*``;
+``metrics``, reading ``GET /metrics``, needs namespaces ``*`` too, since metrics sum
+every namespace); a namespace pattern is a name, a prefix ending in ``*``, or ``*`` for all.
 ``TETHER_TOKEN`` in the environment adds a single token named ``env`` with every
 grant on every namespace (for development).
 
@@ -85,6 +86,7 @@ GRANTS: Final[tuple[str, ...]] = (
     "state.erase",
     "agent.step",
     "agent.approve",
+    "metrics",
 )
 _GRANT_PATTERNS: Final = frozenset({*GRANTS, "state.*", "agent.*", "*"})
 ENV_TOKEN: Final = "TETHER_TOKEN"

@@ -87,6 +87,13 @@ def server_tokens(tokens_file: str | None, env: Mapping[str, str]) -> Any:
 )
 @click.option("--no-inspector", is_flag=True, help="Serve the API only.")
 @click.option(
+    "--trace-url",
+    envvar="TETHER_TRACE_URL",
+    metavar="URL",
+    help="Where a trace is shown, with {trace_id} in it (e.g. "
+    "http://localhost:16686/trace/{trace_id}): the inspector links traced runs to it.",
+)
+@click.option(
     "--log-level",
     default="info",
     show_default=True,
@@ -101,6 +108,7 @@ def serve(
     agent_ref: str | None,
     max_body: int,
     no_inspector: bool,
+    trace_url: str | None,
     log_level: str,
 ) -> None:
     """Serve the control plane over HTTP, and the inspector at /.
@@ -120,6 +128,7 @@ def serve(
             agent=load_agent(agent_ref) if agent_ref else None,
             max_body_bytes=max_body,
             inspector=not no_inspector,
+            trace_url=trace_url or None,
         )
     except TetherError as e:
         click.echo(f"error [{e.code}]: {e.message}", err=True)

@@ -705,6 +705,7 @@ async function openRun(run, box, tasks, flows) {
         h("h3", { class: "mono" }, run),
         task ? statusBadge(task.status) : null,
         task ? h("span", { class: "muted" }, `started ${when(task.started_at)}`) : null,
+        traceLink(exec.trace_id),
       ),
       task
         ? h(
@@ -720,6 +721,18 @@ async function openRun(run, box, tasks, flows) {
   } catch (err) {
     failIn(box, err);
   }
+}
+
+/** A link to the run's trace, when the run was traced and the server names a trace URL. */
+function traceLink(traceId) {
+  const template = state.whoami && state.whoami.trace_url;
+  if (!template || typeof traceId !== "string" || !/^[0-9a-f]{32}$/.test(traceId)) return null;
+  const href = template.split("{trace_id}").join(traceId);
+  return h(
+    "a",
+    { class: "trace-link mono", href, target: "_blank", rel: "noopener noreferrer", title: `trace ${traceId}` },
+    "trace ↗",
+  );
 }
 
 /** Show a node of the thread in the graph tab (from a run's status history). */

@@ -12,7 +12,8 @@ Three payload forms:
   everything else through the serializer, so ``1``, ``1.0`` and ``True`` (equal
   in canonical JSON) never share a node;
 * a *reference* in a checkpoint or write: ``{"j": scalar}`` inline,
-  ``{"b": value node id}`` or ``{"l": seq tree root, "n": length}`` for a list.
+  ``{"b": value node id}`` or ``{"l": seq tree root, "n": length}`` for a list;
+  ``{"d": reference}`` for LangGraph's ``_DeltaSnapshot`` of the value referenced.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ def decode_content(serde: Serde, v: dict[str, Any]) -> Any:
 
 def ref_ids(ref: dict[str, Any]) -> list[str]:
     """The node ids a reference points at (none for an inline value or an empty list)."""
+    if "d" in ref:  # a DeltaChannel snapshot: the reference it wraps
+        return ref_ids(ref["d"])
     if "b" in ref:
         return [ref["b"]]
     if ref.get("l"):

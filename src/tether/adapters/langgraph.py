@@ -47,7 +47,7 @@ import base64
 import builtins
 import hashlib
 import random
-from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final
 
@@ -59,14 +59,14 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
     PendingWrite,
     get_checkpoint_id,
     get_serializable_checkpoint_metadata,
-    writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from ..core import scopes
 from ..core.errors import InvalidRequest, StoreError
 from ..core.graph import CausalNode, node_id
 from ..store import Store, open_store
@@ -84,6 +84,18 @@ from ._lg_codec import (
     stored_form,
     unpack,
 )
+from ._lg_history import delta_history
+from ._lg_keys import (
+    configurable,
+    cp_key,
+    del_key,
+    effective_writes,
+    enc_ns,
+    id_key,
+    odd_key,
+    thread_scope,
+    w_key,
+)
 from ._sync import LoopBridge
 from ._values import LRU, ByteLRU, Planned, TreeBuilder, dedupe, is_json_scalar
 
@@ -93,48 +105,8 @@ _PAGE: Final = 256
 _ALL: Final = 1_000_000  # "every version" for the few small per-checkpoint keys
 _INLINE_STR: Final = 256
 _GUESS: Final = 16  # up to this many unseen planned nodes are taken as new without a read  # strings up to this long sit in the checkpoint node itself
-_LG_TYPES: Final = frozenset({"el", "val", "seq", "cp", "id", "w", "del"})
+_LG_TYPES: Final = frozenset({"el", "val", "seq", "cp", "id", "w", "del", "odd"})
 _CONTENT_TYPES: Final = frozenset({"el", "val", "seq"})
-
-
-# -- keys ----------------------------------------------------------------------
-
-
-def _enc_ns(ns: str) -> str:
-    """The namespace as it appears in resource keys (``;`` ends it; long ones are hashed)."""
-    e = ns.replace("%", "%25").replace(";", "%3B")
-    if len(e) > 200:
-        e = "#" + hashlib.sha256(ns.encode()).hexdigest()[:32]
-    return e
-
-
-def _cp_key(e: str) -> str:
-    return f"lgc:{e};cp"
-
-
-def _del_key(e: str) -> str:
-    return f"lgc:{e};del"
-
-
-def _id_key(e: str, cid: str) -> str:
-    return f"lgi:{e};{cid}"
-
-
-def _w_key(e: str, cid: str) -> str:
-    return f"lgw:{e};{cid}"
-
-
-def _configurable(config: RunnableConfig) -> dict[str, Any]:
-    conf = config.get("configurable") if isinstance(config, dict) else None
-    if not isinstance(conf, dict) or "thread_id" not in conf:
-        raise InvalidRequest(
-            'a LangGraph config needs {"configurable": {"thread_id": ...}}', field="config"
-        )
-    return conf
-
-
-def _thread_scope(thread_id: Any) -> str:
-    return scopes.thread(str(thread_id))
 
 
 # -- the saver -------------------------------------------------------------------
@@ -289,6 +261,12 @@ class TetherSaver(BaseCheckpointSaver[str]):
     ) -> None:
         await self._bridge.run(lambda: self._put_writes(config, writes, task_id, task_path))
 
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """``DeltaChannel`` history: the parent chain's writes in a few batched reads."""
+        return await self._bridge.run(lambda: delta_history(self, config, channels))
+
     async def adelete_thread(self, thread_id: str) -> None:
         await self._bridge.run(lambda: self._delete_thread(thread_id))
 
@@ -333,6 +311,11 @@ class TetherSaver(BaseCheckpointSaver[str]):
         task_path: str = "",
     ) -> None:
         self._bridge.run_sync(lambda: self._put_writes(config, writes, task_id, task_path))
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return self._bridge.run_sync(lambda: delta_history(self, config, channels))
 
     def delete_thread(self, thread_id: str) -> None:
         self._bridge.run_sync(lambda: self._delete_thread(thread_id))
@@ -422,6 +405,11 @@ class TetherSaver(BaseCheckpointSaver[str]):
         self, value: Any, slot: tuple[str, str, str] | None = None
     ) -> tuple[dict[str, Any], builtins.list[Planned]]:
         """(reference stored in the checkpoint or write, nodes the reference needs)."""
+        if type(value) is _DeltaSnapshot and type(value[0]) is list:
+            # DeltaChannel's snapshot of a list: stored as the list (its tree shares
+            # every element with the writes and the snapshots before it)
+            inner, planned = self._encode(value[0], slot)
+            return {"d": inner}, planned
         if type(value) is list:
             elements, whole = self._list(value, slot)
             root, tree = self._trees.build([p.id for p in elements], [_form(p) for p in elements])
@@ -435,12 +423,19 @@ class TetherSaver(BaseCheckpointSaver[str]):
         nid = node_id("resource", (), payload)
         return {"b": nid}, [Planned(id=nid, kind="resource", payload=payload, parents=())]
 
-    async def _resolve(self, scope: str, refs: Sequence[dict[str, Any]]) -> builtins.list[Any]:
+    async def _resolve(
+        self,
+        scope: str,
+        refs: Sequence[dict[str, Any]],
+        known: dict[str, CausalNode] | None = None,
+    ) -> builtins.list[Any]:
         """Values of references, fetching every tree level in one batched read.
 
         A list whose bytes this saver holds (it put or read it before) costs one
-        serializer call and no read.
+        serializer call and no read; ``known`` holds nodes the caller already read.
         """
+        snapshot = [("d" in r) for r in refs]
+        refs = [r.get("d", r) for r in refs]
         nodes: dict[str, CausalNode] = {}
         cached: dict[str, bytes] = {}
         want: set[str] = set()
@@ -454,7 +449,11 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 else:
                     cached[r["l"]] = whole
         while want:
-            got = await self.store.get_nodes(self.namespace, scope, sorted(want))
+            got = {i: known[i] for i in want if i in known} if known else {}
+            if len(got) < len(want):
+                got.update(
+                    await self.store.get_nodes(self.namespace, scope, sorted(want - set(got)))
+                )
             missing = want - set(got)
             if missing:
                 raise StoreError(
@@ -496,47 +495,48 @@ class TetherSaver(BaseCheckpointSaver[str]):
             return value
 
         out: builtins.list[Any] = []
-        for r in refs:
+        for r, snap in zip(refs, snapshot, strict=True):
             if "j" in r:
-                out.append(r["j"])
+                value = r["j"]
             elif "b" in r:
-                out.append(decode_content(self.serde, nodes[r["b"]].payload["v"]))
+                value = decode_content(self.serde, nodes[r["b"]].payload["v"])
             else:
-                out.append(load_list(r["l"]) if r.get("l") else [])
+                value = load_list(r["l"]) if r.get("l") else []
+            out.append(_DeltaSnapshot(value) if snap else value)
         return out
 
     # -- reading -------------------------------------------------------------------
 
     async def _pointer(self, scope: str, e: str, cid: str) -> CausalNode | None:
-        ptr = await self.store.resource_head(self.namespace, scope, _id_key(e, cid))
+        ptr = await self.store.resource_head(self.namespace, scope, id_key(e, cid))
         if ptr is None or ptr.payload.get("deleted"):
             return None
         got = await self.store.get_nodes(self.namespace, scope, [ptr.payload["cp"]])
         return got.get(ptr.payload["cp"])
 
     async def _deleted(self, scope: str, e: str) -> set[str]:
-        tombs = await self.store.versions(self.namespace, scope, _del_key(e), limit=_ALL)
+        tombs = await self.store.versions(self.namespace, scope, del_key(e), limit=_ALL)
         return {i for t in tombs for i in t.payload["nodes"]}
 
     async def _latest(self, scope: str, ns: str) -> CausalNode | None:
-        e = _enc_ns(ns)
+        e = enc_ns(ns)
         heads = await self.store.resource_heads(self.namespace, scope, prefix=f"lgc:{e};")
-        head = heads.get(_cp_key(e))
+        head = heads.get(cp_key(e))
         if head is None:
             return None
-        if _del_key(e) not in heads or head.id not in await self._deleted(scope, e):
+        if del_key(e) not in heads or head.id not in await self._deleted(scope, e):
             return head
         async for node in self._scan(scope, ns, None):
             return node
         return None
 
     async def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        conf = _configurable(config)
-        scope = _thread_scope(conf["thread_id"])
+        conf = configurable(config)
+        scope = thread_scope(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "") or ""
         cid = get_checkpoint_id(config)
         if cid:
-            node = await self._pointer(scope, _enc_ns(ns), cid)
+            node = await self._pointer(scope, enc_ns(ns), cid)
         else:
             node = await self._latest(scope, ns)
         if node is None:
@@ -547,9 +547,9 @@ class TetherSaver(BaseCheckpointSaver[str]):
         p = node.payload
         ns, cid = p["ns"], p["id"]
         stored = await self.store.versions(
-            self.namespace, scope, _w_key(_enc_ns(ns), cid), limit=_ALL
+            self.namespace, scope, w_key(enc_ns(ns), cid), limit=_ALL
         )
-        writes = _effective_writes([w.payload for w in stored])
+        writes = effective_writes([w.payload for w in stored])
         channels = list(p["values"])
         refs = [p["values"][c] for c in channels] + [w["value"] for w in writes]
         values = await self._resolve(scope, refs)
@@ -601,17 +601,17 @@ class TetherSaver(BaseCheckpointSaver[str]):
         heads = await self.store.resource_heads(self.namespace, scope, prefix="lgc:")
         if not heads:
             return
-        want = None if ns is None else _cp_key(_enc_ns(ns))
+        want = None if ns is None else cp_key(enc_ns(ns))
         if want is not None and want not in heads:
             return
         deleted: set[str] = set()
         for k in heads:
-            if k.endswith(";del") and (ns is None or k == _del_key(_enc_ns(ns))):
+            if k.endswith(";del") and (ns is None or k == del_key(enc_ns(ns))):
                 deleted |= await self._deleted(scope, k[4:-4])
         start: int | None = None
         anchor_ns = ns if ns is not None else anchor_ns
         if before_id is not None and anchor_ns is not None:
-            anchor = await self._pointer(scope, _enc_ns(anchor_ns), before_id)
+            anchor = await self._pointer(scope, enc_ns(anchor_ns), before_id)
             if anchor is not None:
                 start = anchor.sequence
         seen: set[tuple[str, str]] = set()
@@ -649,10 +649,10 @@ class TetherSaver(BaseCheckpointSaver[str]):
             return
         before_id = get_checkpoint_id(before) if before else None
         if config is not None:
-            conf = _configurable(config)
+            conf = configurable(config)
             ns: str | None = conf.get("checkpoint_ns")
             cid = conf.get("checkpoint_id")
-            threads: AsyncIterator[str] = _one(_thread_scope(conf["thread_id"]))
+            threads: AsyncIterator[str] = _one(thread_scope(conf["thread_id"]))
         else:
             ns, cid = None, None
             threads = self._thread_scopes()
@@ -718,6 +718,12 @@ class TetherSaver(BaseCheckpointSaver[str]):
             added.append(p.id)
         return added
 
+    @staticmethod
+    async def _mark_odd(txn: Transaction, scope: str, e: str, cid: str) -> None:
+        """Record that checkpoint ``cid`` may have writes below its newest put (it was put
+        again, or written to before its put): the history read checks its writes by key."""
+        await txn.append(scope, "resource", {"lg": "odd", "id": cid}, resource_key=odd_key(e))
+
     def _remember(self, scope: str, generation: int, ids: Sequence[str]) -> None:
         self._known_ids(scope, generation).update(ids)
 
@@ -728,12 +734,12 @@ class TetherSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        conf = _configurable(config)
+        conf = configurable(config)
         thread_id = conf["thread_id"]
-        scope = _thread_scope(thread_id)
+        scope = thread_scope(thread_id)
         ns = conf.get("checkpoint_ns", "") or ""
         parent_id = conf.get("checkpoint_id")
-        e = _enc_ns(ns)
+        e = enc_ns(ns)
         header = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         values = checkpoint.get("channel_values", {})
         versions = checkpoint.get("channel_versions", {})
@@ -758,7 +764,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
             need = [k for k in versions if k not in new_versions]
             if not need:
                 return {}
-            head = await txn.resource_head(scope, _cp_key(e))
+            head = await txn.resource_head(scope, cp_key(e))
             parent = head if head is not None and head.payload["id"] == parent_id else None
             if parent is None and parent_id:
                 parent = await self._pointer(scope, e, parent_id)
@@ -787,19 +793,21 @@ class TetherSaver(BaseCheckpointSaver[str]):
                     planned.extend(enc[1])
             added = await self._append_missing(txn, scope, planned)
             payload = {**base, "values": {k: refs[k] for k in sorted(refs)}}
+            if await txn.resource_head(scope, id_key(e, checkpoint["id"])) is not None:
+                await self._mark_odd(txn, scope, e, checkpoint["id"])
             frontier = await txn.frontier(scope)
             parents = set(frontier)
             for ref in refs.values():
                 parents.update(ref_ids(ref))
             node = await txn.append(
-                scope, "resource", payload, parents=sorted(parents), resource_key=_cp_key(e)
+                scope, "resource", payload, parents=sorted(parents), resource_key=cp_key(e)
             )
             ptr = await txn.append(
                 scope,
                 "resource",
                 {"lg": "id", "id": checkpoint["id"], "cp": node.id},
                 parents=[node.id],
-                resource_key=_id_key(e, checkpoint["id"]),
+                resource_key=id_key(e, checkpoint["id"]),
             )
             return generation, [*added, node.id, ptr.id]
 
@@ -820,13 +828,13 @@ class TetherSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str,
     ) -> None:
-        conf = _configurable(config)
-        scope = _thread_scope(conf["thread_id"])
+        conf = configurable(config)
+        scope = thread_scope(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "") or ""
         cid = conf.get("checkpoint_id")
         if not cid:
             raise InvalidRequest("put_writes needs a config with a checkpoint_id", field="config")
-        e = _enc_ns(ns)
+        e = enc_ns(ns)
         encoded = [
             (WRITES_IDX_MAP.get(channel, idx), channel, self._encode(value))
             for idx, (channel, value) in enumerate(writes)
@@ -834,10 +842,12 @@ class TetherSaver(BaseCheckpointSaver[str]):
 
         async def fn(txn: Transaction) -> tuple[int, builtins.list[str]]:
             generation = (await txn.head(scope)).generation
-            stored = await self.store.versions(self.namespace, scope, _w_key(e, cid), limit=_ALL)
+            stored = await self.store.versions(self.namespace, scope, w_key(e, cid), limit=_ALL)
             have = {(w.payload["task"], w.payload["idx"]) for w in stored}
-            ptr = await txn.resource_head(scope, _id_key(e, cid))
+            ptr = await txn.resource_head(scope, id_key(e, cid))
             anchor = ptr.payload.get("cp") if ptr is not None else None
+            if ptr is None and encoded:
+                await self._mark_odd(txn, scope, e, cid)
             added: builtins.list[str] = []
             for idx, channel, (ref, planned) in encoded:
                 if idx >= 0 and (task_id, idx) in have:
@@ -862,7 +872,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
                         "value": ref,
                     },
                     parents=sorted(parents),
-                    resource_key=_w_key(e, cid),
+                    resource_key=w_key(e, cid),
                 )
                 added.append(node.id)
             return generation, added
@@ -873,7 +883,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
     # -- deleting, copying, pruning ----------------------------------------------------
 
     async def _delete_thread(self, thread_id: str) -> None:
-        scope = _thread_scope(thread_id)
+        scope = thread_scope(thread_id)
         if (await self.store.head(self.namespace, scope)).sequence:
             await self.store.reset_scope(self.namespace, scope)
         self._known.pop(scope)
@@ -889,16 +899,16 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 scope,
                 "resource",
                 {"lg": "del", "nodes": sorted(ids), "ids": cids},
-                resource_key=_del_key(e),
+                resource_key=del_key(e),
             )
             for cid in cids:
-                ptr = await txn.resource_head(scope, _id_key(e, cid))
+                ptr = await txn.resource_head(scope, id_key(e, cid))
                 if ptr is not None and ptr.payload.get("cp") in ids:
                     await txn.append(
                         scope,
                         "resource",
                         {"lg": "id", "id": cid, "deleted": True},
-                        resource_key=_id_key(e, cid),
+                        resource_key=id_key(e, cid),
                     )
 
         await transact(self.store, self.namespace, fn)
@@ -911,7 +921,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
             if not k.endswith(";cp"):
                 continue
             e = k[4:-3]
-            dead = await self._deleted(scope, e) if _del_key(e) in heads else set()
+            dead = await self._deleted(scope, e) if del_key(e) in heads else set()
             out[e] = [
                 n
                 for n in await self.store.versions(self.namespace, scope, k, limit=_ALL)
@@ -939,7 +949,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 field="strategy",
             )
         for thread_id in thread_ids:
-            scope = _thread_scope(thread_id)
+            scope = thread_scope(thread_id)
             if strategy == "delete":
                 await self._delete_thread(thread_id)
                 continue
@@ -947,7 +957,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 await self._tombstone(scope, e, nodes[:-1])
 
     async def _copy_thread(self, source: str, target: str) -> None:
-        src, dst = _thread_scope(source), _thread_scope(target)
+        src, dst = thread_scope(source), thread_scope(target)
         if src == dst:
             raise InvalidRequest("copy_thread needs two different threads", field="target")
         remap: dict[str, str] = {}  # source checkpoint node id -> target node id
@@ -993,6 +1003,10 @@ class TetherSaver(BaseCheckpointSaver[str]):
             elif lg == "id" and "cp" in p:
                 p = {**p, "cp": remap[p["cp"]]}
                 parents.add(p["cp"])
+                if n.resource_key and await txn.resource_head(dst, n.resource_key) is not None:
+                    # the target held this checkpoint id already: a re-put
+                    e = n.resource_key[4:].split(";", 1)[0]  # lgi:<e>;<id>, e has no ';'
+                    await self._mark_odd(txn, dst, e, p["id"])
             elif lg == "w":
                 parents.update(ref_ids(p["value"]))
                 parents.update(remap[x] for x in n.parents if x in remap)
@@ -1029,17 +1043,6 @@ def _loop_free(url: str) -> bool:
 def _version_of(saver: TetherSaver, node: CausalNode, channel: str) -> Any:
     header = unpack(saver.serde, node.payload["checkpoint"])
     return header.get("channel_versions", {}).get(channel)
-
-
-def _effective_writes(stored: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """LangGraph's write rules: a regular (task, idx) keeps its first write, a special one
-    (error, interrupt...) its last; the result is in ``writes_sort_key`` order."""
-    by_key: dict[tuple[str, int], dict[str, Any]] = {}
-    for w in stored:
-        key = (w["task"], w["idx"])
-        if key not in by_key or w["idx"] < 0:
-            by_key[key] = w
-    return sorted(by_key.values(), key=lambda w: writes_sort_key(w["path"], w["task"], w["idx"]))
 
 
 async def _one(item: str) -> AsyncIterator[str]:

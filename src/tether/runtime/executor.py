@@ -513,7 +513,7 @@ class Executor:
         return rc.view.result(rc.thread)
 
     async def _fail(self, rc: _Run, code: str, message: str, expect: int) -> None:
-        log.info("run %s failed: [%s] %s", rc.run_id, code, message)
+        log.info("run %s failed: [%s] %r", rc.run_id, code, message)
 
         async def build(txn: Transaction) -> bool:
             await txn.append(
@@ -844,7 +844,7 @@ class Executor:
             except InvalidNode as e:
                 rejected.append({"type": str(m.type), "key": str(m.key), "error": e.message})
         if rejected:
-            log.warning("run %s: model memories rejected: %s", rc.run_id, rejected)
+            log.warning("run %s: model memories rejected: %r", rc.run_id, rejected)
             payload["memory_rejected"] = rejected
         mem_scope = scopes.user(rc.user) if rc.user else rc.scope
         # A final answer with no edge to follow ends the run: the answer joins this
@@ -971,7 +971,7 @@ class Executor:
             content, is_error = f"Invalid arguments for {call.name}: {e}", True
         except Exception as e:  # the model sees the failure and can react to it
             content, is_error = redact(f"{type(e).__name__}: {e}", secrets), True
-            log.info("tool %s failed in run %s: %s", call.name, rc.run_id, content)
+            log.info("tool %s failed in run %s: %r", call.name, rc.run_id, content)
         if is_error and state is not None:
             state.discard()  # a failed call leaves its state as it was
         # A tool that echoes a credential back must not get it stored.

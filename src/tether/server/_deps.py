@@ -24,9 +24,11 @@ from starlette.responses import Response
 
 from .. import control
 from ..control.types import StateOperationRequest
+from ..core import scopes
 from ..core.errors import NotFound
 from ..runtime.agent import Agent
 from ..store import Store, open_store
+from ..store.base import check_name
 from ._http import json_response
 from .auth import Token, Tokens
 
@@ -193,11 +195,13 @@ class At:
 
 
 def _namespace_at(request: Request, namespace: NamespacePath) -> At:
-    return At(server_of(request), namespace)
+    # Names are checked before anything else sees them (no hidden characters).
+    return At(server_of(request), check_name("namespace", namespace))
 
 
 def _thread_at(request: Request, namespace: NamespacePath, thread: ThreadPath) -> At:
-    return At(server_of(request), namespace, thread)
+    scopes.thread(thread)
+    return At(server_of(request), check_name("namespace", namespace), thread)
 
 
 NamespaceAt = Annotated[At, Depends(_namespace_at)]

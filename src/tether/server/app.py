@@ -227,7 +227,12 @@ def _handlers(app: FastAPI) -> None:
         return json_response(body, exc.status_code, dict(exc.headers or {}))
 
     async def internal(request: Request, exc: Exception) -> Response:
-        log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+        log.error(
+            "internal error on %s %s",
+            for_log(request.method),
+            for_log(request.url.path),
+            exc_info=exc,
+        )
         body = {
             "error": "InternalError",
             "code": "internal",
@@ -250,6 +255,19 @@ def _mount_inspector(app: FastAPI) -> None:
         return FileResponse(index, media_type="text/html")
 
     app.mount("/inspector", StaticFiles(directory=INSPECTOR_DIR), name="inspector")
+
+
+def for_log(value: str) -> str:
+    """``value`` safe to put in one log line: a request path or id from outside is
+    decoded text, so a %0A in it would start a forged line. Characters that are not
+    printable (controls, format and bidirectional marks, separators) and backslashes
+    are written as Python escapes."""
+    if value.isascii() and value.isprintable() and "\\" not in value:
+        return value
+    return "".join(
+        c if c.isprintable() and c != "\\" else c.encode("unicode_escape").decode("ascii")
+        for c in value
+    )
 
 
 class _Edge:
@@ -291,8 +309,8 @@ class _Edge:
             token = scope.get("state", {}).get("token_name", "-")
             log.info(
                 "%s %s %d %.1fms token=%s",
-                scope.get("method", "-"),
-                scope["path"],
+                for_log(scope.get("method", "-")),
+                for_log(scope["path"]),
                 status or 500,
                 (time.perf_counter() - start) * 1000,
                 token,

@@ -21,7 +21,7 @@ from typing import Any
 import click
 
 from ..core.errors import InvalidRequest, TetherError
-from .limits import DEFAULT_MAX_BODY
+from .limits import DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_BODY
 
 __all__ = ["load_agent", "serve"]
 
@@ -85,6 +85,13 @@ def server_tokens(tokens_file: str | None, env: Mapping[str, str]) -> Any:
     type=click.IntRange(1024),
     help="Largest request body in bytes (413 beyond).",
 )
+@click.option(
+    "--header-timeout",
+    default=DEFAULT_HEADER_TIMEOUT,
+    show_default=True,
+    type=click.FloatRange(0.1),
+    help="Seconds a connection has to send its request line and headers (then closed).",
+)
 @click.option("--no-inspector", is_flag=True, help="Serve the API only.")
 @click.option(
     "--trace-url",
@@ -107,6 +114,7 @@ def serve(
     tokens_file: str | None,
     agent_ref: str | None,
     max_body: int,
+    header_timeout: float,
     no_inspector: bool,
     trace_url: str | None,
     log_level: str,
@@ -118,6 +126,7 @@ def serve(
     """
     import uvicorn
 
+    from ._protocol import HeaderTimeoutH11
     from .app import create_app
 
     store_url = getattr(ctx.obj, "store_url", None) or "tether.db"
@@ -161,7 +170,12 @@ def serve(
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         server_log.addHandler(handler)
-    config = uvicorn.Config(app, log_level=log_level, lifespan="on")
+    # uvicorn has no header-read timeout of its own, and answers requests it cannot
+    # parse in plain text: HeaderTimeoutH11 adds the first and tether's JSON shape.
+    protocol = type("TetherH11", (HeaderTimeoutH11,), {"header_timeout": header_timeout})
+    config = uvicorn.Config(
+        app, log_level=log_level, lifespan="on", http=protocol, timeout_keep_alive=5
+    )
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:

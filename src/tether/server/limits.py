@@ -15,11 +15,13 @@ import orjson
 
 from ..core.errors import InvalidRequest, TetherError
 
-__all__ = ["DEFAULT_MAX_BODY", "BodyLimit", "TooLarge"]
+__all__ = ["DEFAULT_HEADER_TIMEOUT", "DEFAULT_MAX_BODY", "BodyLimit", "TooLarge"]
 
 # Large enough for a long thread's snapshot; bigger imports go through the CLI,
 # which streams from a file.
 DEFAULT_MAX_BODY: Final = 32 * 1024 * 1024
+# Seconds `tether serve` gives a connection to send its request line and headers.
+DEFAULT_HEADER_TIMEOUT: Final = 10.0
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -32,6 +32,7 @@ import orjson
 
 from ..core.errors import Conflict, InvalidNode, InvalidRequest
 from ..core.graph import ID_PATTERN, KINDS, CausalNode
+from ..core.scopes import printable
 from .keys import KeyStore
 
 _NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
@@ -46,9 +47,11 @@ def check_name(what: str, value: object) -> str:
     if type(value) is str and value in _valid_names:
         return value
     # fullmatch, not match: ``$`` would also accept a trailing newline.
-    if not isinstance(value, str) or not _NAME.fullmatch(value):
+    if not isinstance(value, str) or not _NAME.fullmatch(value) or not printable(value):
         raise InvalidRequest(
-            f"{what} must be 1-256 printable characters, got {value!r}", field=what
+            f"{what} must be 1-256 printable characters (no control, format or "
+            f"bidirectional characters), got {value!r}",
+            field=what,
         )
     if type(value) is str:
         if len(_valid_names) >= 4096:

@@ -146,6 +146,9 @@ class RunSummary:
     updated_at: str
     metadata: dict[str, Any] = field(default_factory=dict)
     pending: tuple[dict[str, Any], ...] = ()
+    # The goal's sequence in its thread: orders two runs of a thread started in one
+    # millisecond (0 in entries written before it was recorded).
+    seq: int = 0
 
     @property
     def user(self) -> str | None:
@@ -161,6 +164,7 @@ class RunSummary:
             "updated_at": self.updated_at,
             "metadata": self.metadata,
             "pending": [dict(p) for p in self.pending],
+            "seq": self.seq,
         }
 
     @classmethod
@@ -173,6 +177,7 @@ class RunSummary:
             updated_at=str(data["updated_at"]),
             metadata=dict(data.get("metadata") or {}),
             pending=tuple(dict(p) for p in data.get("pending") or ()),
+            seq=int(data.get("seq") or 0),
         )
 
 
@@ -243,6 +248,7 @@ def run_entry(thread: str, view: RunView) -> dict[str, Any]:
         "run": view.run_id,
         "status": status,
         "started_at": view.goal.created_at,
+        "seq": view.goal.sequence,
         "metadata": dict(meta) if isinstance(meta, dict) else {},
         "pending": [{"call_id": c.call_id, "name": c.name} for c in view.pending()]
         if status == "suspended"
@@ -291,7 +297,12 @@ def summary_of(payload: Any, updated_at: str) -> RunSummary | None:
         updated_at=updated_at,
         metadata=dict(p.get("metadata") or {}),
         pending=tuple(dict(x) for x in p.get("pending") or ()),
+        seq=p["seq"] if isinstance(p.get("seq"), int) else 0,
     )
+
+
+def _order(s: RunSummary) -> tuple[str, str, int, str]:
+    return (s.started_at, s.thread, s.seq, s.run)
 
 
 def _summary(node: CausalNode) -> RunSummary | None:
@@ -320,7 +331,7 @@ def page_runs(
         )
     if user is not None:
         scopes.user(user)
-    rows = sorted(found, key=lambda s: (s.started_at, s.thread, s.run))
+    rows = sorted(found, key=_order)
     if user is not None:
         rows = [r for r in rows if r.user == user]
     counts: dict[str, int] = {}
@@ -356,7 +367,7 @@ async def list_index(
     """Every indexed run (of one thread, or of the namespace), oldest first. One indexed read."""
     heads = await store.resource_heads(namespace, scopes.APP, index_prefix(thread))
     found = [s for s in (_summary(n) for n in heads.values()) if s is not None]
-    found.sort(key=lambda s: (s.started_at, s.thread, s.run))
+    found.sort(key=_order)
     return found
 
 

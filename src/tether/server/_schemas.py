@@ -351,9 +351,13 @@ TASK_STATE: Final = _object(
 )
 
 RUN_SUMMARY: Final = _object(
-    {**_RUN, "pending": _array(_object({"call_id": _STR, "name": _STR}))},
-    required=(*_RUN, "pending"),
-    description="RunSummary: one entry of the run index (pending: what a suspended run awaits).",
+    {**_RUN, "pending": _array(_object({"call_id": _STR, "name": _STR})), "seq": _INT},
+    required=(*_RUN, "pending", "seq"),
+    description=(
+        "RunSummary: one entry of the run index (pending: what a suspended run awaits; seq: "
+        "the run's first node's sequence in its thread, which orders runs started in one "
+        "millisecond)."
+    ),
 )
 
 RUN_LIST: Final = _object(

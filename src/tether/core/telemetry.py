@@ -80,6 +80,7 @@ class _NoSpan:
 
 
 NO_SPAN: Final = _NoSpan()
+_UNKNOWN: Final = object()
 
 
 class Telemetry:
@@ -135,45 +136,57 @@ class Telemetry:
 
     def _tracer(self) -> Any:
         """The tether tracer, or None when tracing is off."""
-        if not self._configured:
-            mod = sys.modules.get("opentelemetry.trace")
-            if mod is None:
-                return None  # nobody imported OpenTelemetry: no SDK can be configured
-            provider = mod.get_tracer_provider()
-            if isinstance(provider, mod.ProxyTracerProvider | mod.NoOpTracerProvider):
-                return None
-        else:
+        if self._configured:
             provider = self._tracer_provider
             if provider is None:
                 from opentelemetry import trace
 
                 provider = trace.get_tracer_provider()
+        else:
+            mod = sys.modules.get("opentelemetry.trace")
+            if mod is None:
+                return None  # nobody imported OpenTelemetry: no SDK can be configured
+            # The global provider as set_tracer_provider() left it (None: not set). Read
+            # directly: get_tracer_provider() consults os.environ on every call (~1 µs).
+            provider = getattr(mod, "_TRACER_PROVIDER", _UNKNOWN)
+            if provider is None:
+                return None
+            if provider is _UNKNOWN:  # an API version without the global: ask it
+                provider = mod.get_tracer_provider()
         cached, tracer = self._tracers
-        if cached is not provider:
+        if provider is cached:
+            return tracer
+        if type(provider).__name__ in ("ProxyTracerProvider", "NoOpTracerProvider"):
+            tracer = None
+        else:
             from .. import __version__
 
             tracer = provider.get_tracer("tether", __version__)
-            self._tracers = (provider, tracer)
+        self._tracers = (provider, tracer)
         return tracer
 
     def _meter(self) -> Any:
         """The tether meter, or None when no meter provider is set."""
         provider = self._meter_provider
         if provider is None:
-            mod = sys.modules.get("opentelemetry.metrics")
+            mod = sys.modules.get("opentelemetry.metrics._internal")
             if mod is None:
                 return None
-            provider = mod.get_meter_provider()
-            if isinstance(provider, mod.NoOpMeterProvider) or type(provider).__name__ == (
-                "_ProxyMeterProvider"  # the API's default before a provider is set
-            ):
+            provider = getattr(mod, "_METER_PROVIDER", _UNKNOWN)
+            if provider is None:
                 return None
+            if provider is _UNKNOWN:
+                provider = mod.get_meter_provider()
         cached, meter, _ = self._meters
-        if cached is not provider:
+        if provider is cached:
+            return meter
+        if type(provider).__name__ in ("_ProxyMeterProvider", "NoOpMeterProvider"):
+            meter = None
+        else:
             from .. import __version__
 
             meter = provider.get_meter("tether", __version__)
-            self._meters = (provider, meter, {})
+        self._meters = (provider, meter, {})
         return meter
 
     @property
@@ -234,9 +247,10 @@ class Telemetry:
         a: Attrs = attrs or {}
         for sink in self.sinks:
             sink.record(kind, name, value, a)
-        if self._meter() is None:
+        meter = self._meter()
+        if meter is None:
             return
-        _, meter, instruments = self._meters
+        instruments = self._meters[2]
         inst = instruments.get(name)
         if inst is None:
             unit = UNITS.get(name, "")

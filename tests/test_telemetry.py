@@ -57,6 +57,21 @@ def _agent(store: MemoryStore) -> Agent:
     return Agent(model=model, store=store, tools=[get_weather], name="forecaster")
 
 
+def _everything(spans: Any) -> str:
+    """Every attribute, event and status text of ``spans``, as one string."""
+    return json.dumps(
+        [
+            [
+                dict(s.attributes or {}),
+                [[e.name, dict(e.attributes or {})] for e in s.events],
+                s.status.description,
+            ]
+            for s in spans
+        ],
+        default=str,
+    )
+
+
 def _children(spans: list[ReadableSpan], parent: ReadableSpan) -> list[ReadableSpan]:
     assert parent.context is not None
     kids = [s for s in spans if s.parent is not None and s.parent.span_id == parent.context.span_id]
@@ -127,10 +142,35 @@ async def test_an_agent_step_is_a_genai_span_tree(spans: InMemorySpanExporter) -
     assert goal.payload["trace"] == format(root.context.trace_id, "032x")  # type: ignore[union-attr]
 
     # The tool echoed its key: no attribute of any span holds it, contents captured or not.
-    text = json.dumps([dict(s.attributes or {}) for s in done], default=str)
+    text = _everything(done)
     assert SECRET not in text
     assert "[redacted]" in text  # the captured messages quote the (redacted) tool result
     assert "r-1" not in text  # the call's context is not an attribute either
+
+
+async def test_a_failing_tool_marks_its_span_and_leaks_nothing(
+    spans: InMemorySpanExporter,
+) -> None:
+    @tool(credentials=["weather_key"])
+    def get_weather(city: str, credentials: dict[str, str]) -> str:
+        """The weather in a city."""
+        raise PermissionError(f"key {credentials['weather_key']} refused for {city}")
+
+    model = ScriptedModel(
+        [Rule(match=r"weather in (\w+)", tools=[call("get_weather", city="{1}")], then="{result}")]
+    )
+    agent = Agent(model=model, store=MemoryStore(), tools=[get_weather])
+    result = await agent.step(
+        "weather in Bern", thread="tf", context={"credentials": {"weather_key": SECRET}}
+    )
+    assert result.completed  # the model saw the error and answered
+    done = spans.get_finished_spans()
+    [t] = [s for s in done if s.name == "execute_tool get_weather"]
+    assert t.status.status_code.name == "ERROR"
+    assert dict(t.attributes or {})["error.type"] == "tool_error"
+    [root] = [s for s in done if s.parent is None]
+    assert root.status.status_code.name == "UNSET"  # the step itself went fine
+    assert SECRET not in _everything(done)
 
 
 async def test_without_capture_content_no_message_is_recorded(
@@ -146,7 +186,7 @@ async def test_without_capture_content_no_message_is_recorded(
         context={"credentials": {"weather_key": SECRET}},
     )
     done = spans.get_finished_spans()
-    text = json.dumps([dict(s.attributes or {}) for s in done], default=str)
+    text = _everything(done)
     assert "Lyon" not in text and SECRET not in text
     assert any(s.name == "execute_tool get_weather" for s in done)
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -14,12 +15,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from _server_helpers import TOKEN, demo_agent
+from _server_helpers import TOKEN, demo_agent, serve
 from tether import InvalidRequest, telemetry
 from tether.cli import main
 from tether.server import Tokens, create_app
 from tether.server.auth import dev_token
 from tether.server.metrics import PrometheusSink
+from tether.store import open_store
 from tether.store.in_memory import MemoryStore
 
 METRICS_ONLY = "metrics-only-token-" + "4" * 20
@@ -181,3 +183,47 @@ def test_serve_takes_the_trace_url_from_the_option_or_the_environment(tmp_path: 
     assert result.exit_code == 2 and "trace_url" in result.output
     result = runner.invoke(main, [*store, "serve"], env={**env, "TETHER_TRACE_URL": "nope"})
     assert result.exit_code == 2 and "trace_url" in result.output
+
+
+@pytest.mark.slow
+def test_the_inspector_links_a_traced_run_to_its_trace(
+    tmp_path: Path, spans: InMemorySpanExporter
+) -> None:
+    """A real ``tether serve`` with ``$TETHER_TRACE_URL``, in headless Chromium."""
+    from test_inspector_browser import ARGS, AUTH, CHROMIUM, _need_browser
+
+    sync_playwright = _need_browser()
+    db = tmp_path / "traced.db"
+
+    async def work() -> str:
+        store = await open_store(f"sqlite:///{db}")
+        try:
+            r = await demo_agent(store).step("What's the weather in Oslo?", thread="tr", user="ada")
+        finally:
+            await store.close()
+        return r.run_id
+
+    run = asyncio.run(work())
+    [root] = [s for s in spans.get_finished_spans() if s.name == "invoke_agent agent"]
+    assert root.context is not None
+    want = JAEGER.replace("{trace_id}", format(root.context.trace_id, "032x"))
+    with serve(db, tmp_path / "serve.log", env={"TETHER_TRACE_URL": JAEGER}) as served:
+        me = httpx.get(served.url + "v1/whoami", headers=AUTH, timeout=10).json()
+        assert me["trace_url"] == JAEGER
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            try:
+                page = browser.new_page()
+                page.goto(served.url)
+                page.fill("#token", TOKEN)
+                page.click("#connect")
+                page.wait_for_selector(".whoami")
+                page.click("[data-thread='tr']")
+                page.click("[data-tab='runs']")
+                page.click(f"tr[data-run='{run}']")
+                link = page.wait_for_selector("a.trace-link")
+                assert link is not None
+                assert link.get_attribute("href") == want
+                assert link.get_attribute("rel") == "noopener noreferrer"
+            finally:
+                browser.close()

@@ -220,6 +220,14 @@ class Telemetry:
         ) as span:
             yield span
 
+    def current_span(self) -> Any:
+        """The span current here (``NO_SPAN`` when tracing is off)."""
+        if self._tracer() is None:
+            return NO_SPAN
+        from opentelemetry import trace
+
+        return trace.get_current_span()
+
     def current_trace(self) -> str | None:
         """The current trace id (32 hex digits), or None when not in a recorded span."""
         if self._tracer() is None:

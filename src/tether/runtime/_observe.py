@@ -161,5 +161,16 @@ async def _tool_call(
             )
 
 
+def tool_failed() -> None:
+    """Mark the current ``execute_tool`` span failed (the result the model sees is an error).
+    No description: the error text may quote the tool's input."""
+    span = telemetry.current_span()
+    if span.is_recording():
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_attribute("error.type", "tool_error")
+        span.set_status(Status(StatusCode.ERROR))
+
+
 def _json(value: Any, secrets: Iterable[str]) -> str:
     return orjson.dumps(redact(value, secrets), default=str).decode()

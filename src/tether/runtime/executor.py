@@ -990,6 +990,8 @@ class Executor:
         state: ToolState | None = None,
         scrub: Callable[[Any], Any] | None = None,
     ) -> None:
+        if is_error:
+            _observe.tool_failed()
         payload = _result_payload(call, content, is_error=is_error)
         parents = [call.node.id] + ([call.verification.id] if call.verification else [])
 

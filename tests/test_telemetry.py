@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tether import control, telemetry
+from tether import Conflict, Transaction, control, telemetry, transact
 from tether.models import OpenAIModel, Rule, ScriptedModel, call
 from tether.runtime import Agent, tool
 from tether.store.in_memory import MemoryStore
@@ -367,3 +367,55 @@ def test_a_global_sdk_provider_turns_tracing_on() -> None:
     got = json.loads(out.stdout.splitlines()[-1])
     assert got["tracing"] is True
     assert got["goal_keys"] == ["input", "llm", "metadata", "run", "trace"]
+
+
+class _Points:
+    """A metrics sink that keeps every point."""
+
+    def __init__(self) -> None:
+        self.points: list[tuple[str, str, float, dict[str, Any]]] = []
+
+    def record(self, kind: str, name: str, value: float, attrs: Any) -> None:
+        self.points.append((kind, name, value, dict(attrs)))
+
+    def total(self, name: str, **attrs: Any) -> float:
+        return sum(
+            v
+            for _, n, v, a in self.points
+            if n == name and all(a.get(k) == x for k, x in attrs.items())
+        )
+
+
+async def test_conflicts_and_retries_are_counted() -> None:
+    sink = _Points()
+    telemetry.attach_sink(sink)
+    try:
+        store = MemoryStore()
+        first, second = Transaction(store, "ns"), Transaction(store, "ns")
+        await first.append("thread:x", "goal", {"n": 1})
+        await second.append("thread:x", "goal", {"n": 2})
+        await first.commit()
+        with pytest.raises(Conflict):
+            await second.commit()
+        assert sink.total("tether.commit.conflicts") == 1
+        assert [a for _, n, _, a in sink.points if n == "tether.commit.duration"] == [
+            {"outcome": "ok"},
+            {"outcome": "conflict"},
+        ]
+        assert sink.total("tether.commit.nodes") == 1
+
+        calls = 0
+
+        async def build(txn: Transaction) -> None:
+            nonlocal calls
+            calls += 1
+            await txn.append("thread:x", "goal", {"attempt": calls})
+            if calls == 1:  # another writer moves the head under the first attempt
+                await transact(store, "ns", lambda t: t.append("thread:x", "goal", {"other": 1}))
+
+        await transact(store, "ns", build)
+        assert calls == 2
+        assert sink.total("tether.transact.retries") == 1
+        assert sink.total("tether.commit.conflicts") == 2
+    finally:
+        telemetry.detach_sink(sink)

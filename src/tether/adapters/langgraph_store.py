@@ -1,0 +1,243 @@
+"""TetherStore: LangGraph's long-term memory ``Store`` on a tether store.
+
+    from tether.adapters.langgraph import TetherSaver
+    from tether.adapters.langgraph_store import TetherStore
+
+    store = TetherStore.from_url("sqlite:///agent.db", index={"dims": 256, "embed": embed})
+    graph = builder.compile(checkpointer=TetherSaver.from_url("sqlite:///agent.db"), store=store)
+
+Every item is a semantic memory of the scope ``scope`` (default ``app``): type
+``lg_store``, key the canonical JSON of ``[*namespace, key]``, content
+``{"value", "index", "created_at", "updated_at"}``; a delete is its tombstone. So
+items are versioned, exported, verified, reset and erased like any tether memory,
+and ``tether.projections.recall`` searches them too.
+
+What LangGraph reads (items by namespace, the vectors of its ``index`` config) is
+a projection held in this process: LangGraph's own ``InMemoryStore`` structures,
+brought up to the scope's head before every batch (only the nodes after the last
+one seen are read; a reset rebuilds it), so several processes on one database see
+each other's writes. Searches, filters, namespace listing and scores are
+therefore exactly ``InMemoryStore``'s. Writes of one batch commit in one tether
+transaction before the batch returns. TTL is not supported (``supports_ttl`` is
+False, as for ``InMemoryStore``): tether keeps every version until a reset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from langgraph.store.base import Item, Op, PutOp, Result
+from langgraph.store.memory import InMemoryStore
+
+from ..core import scopes
+from ..core.canonical import canonical_json
+from ..core.erased import erased_placeholders, is_erased
+from ..core.graph import CausalNode
+from ..core.vocab import Vocabulary
+from ..store import Store, open_store
+from ..store.txn import Transaction, transact
+from ._sync import LoopBridge
+
+__all__ = ["ITEM_TYPE", "TetherStore"]
+
+ITEM_TYPE = "lg_store"
+_PREFIX = f"semantic:{ITEM_TYPE}:"
+_VOCAB = Vocabulary([ITEM_TYPE])
+_PAGE = 1000
+
+
+def item_key(namespace: tuple[str, ...], key: str) -> str:
+    return canonical_json([*namespace, key]).decode()
+
+
+class TetherStore(InMemoryStore):
+    """A LangGraph ``BaseStore`` (sync and async) whose items live in a tether scope."""
+
+    supports_ttl = False
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        namespace: str = "default",
+        scope: str = scopes.APP,
+        index: Any = None,
+        loop: Any = None,
+    ) -> None:
+        super().__init__(index=index)
+        scopes.parse(scope)
+        self.store = store
+        self.namespace = namespace
+        self.scope = scope
+        self._bridge = LoopBridge(loop or None, private=loop is False)
+        self._owns_store = False
+        self._mark: tuple[int, int] | None = None
+
+    @classmethod
+    def from_url(cls, url: str, **kw: Any) -> TetherStore:
+        """Open a store by URL; this TetherStore owns (and closes) it. Sync and async code."""
+        scheme = url.split("://", 1)[0].lower() if "://" in url else "sqlite"
+        inline = scheme == "memory" or (scheme == "sqlite" and "offload" not in url)
+        bridge = LoopBridge(private=True, inline=inline)
+        try:
+            store = bridge.run_sync(lambda: open_store(url))
+        except BaseException:
+            bridge.stop()
+            raise
+        out = cls(store, loop=False, **kw)
+        out._bridge = bridge
+        out._owns_store = True
+        return out
+
+    @classmethod
+    async def afrom_url(cls, url: str, **kw: Any) -> TetherStore:
+        """Open a store by URL on the running loop; this TetherStore owns (and closes) it."""
+        out = cls(await open_store(url), **kw)
+        out._owns_store = True
+        return out
+
+    def close(self) -> None:
+        if self._owns_store:
+            self._bridge.run_sync(self.store.close)
+            self._owns_store = False
+        self._bridge.stop()
+
+    async def aclose(self) -> None:
+        if self._owns_store:
+            self._owns_store = False
+            await self._bridge.run(self.store.close)
+        if self._bridge.owns_loop:
+            self._bridge.stop()
+
+    # -- the two methods LangGraph asks of a store --------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        todo = list(ops)
+        return self._bridge.run_sync(lambda: self._batch(todo, aio=False))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        todo = list(ops)
+        return await self._bridge.run(lambda: self._batch(todo, aio=True))
+
+    async def _batch(self, ops: list[Op], *, aio: bool) -> list[Result]:
+        await self._catch_up(aio=aio)
+        results, put_ops, search_ops = self._prepare_ops(ops)
+        if search_ops:
+            queries = (
+                await self._aembed_search_queries(search_ops)
+                if aio
+                else self._embed_search_queries(search_ops)
+            )
+            self._batch_search(search_ops, queries, results)
+        if put_ops:
+            await self._write(put_ops)
+            await self._catch_up(aio=aio)
+        return results
+
+    # -- writes: one tether transaction per batch ----------------------------------
+
+    async def _write(self, put_ops: dict[tuple[tuple[str, ...], str], PutOp]) -> None:
+        now = datetime.now(UTC).isoformat()
+
+        async def stage(t: Transaction) -> None:
+            for (ns, key), op in put_ops.items():
+                k = item_key(ns, key)
+                head = await t.resource_head(self.scope, _PREFIX + k)
+                content = None if head is None else head.payload.get("content")
+                if is_erased(content):
+                    content = None
+                if op.value is None:
+                    if content is not None:
+                        await t.semantic(self.scope, ITEM_TYPE, k, None)
+                    continue
+                index = op.index if op.index is None or op.index is False else list(op.index)
+                created = content["created_at"] if isinstance(content, dict) else now
+                await t.semantic(
+                    self.scope,
+                    ITEM_TYPE,
+                    k,
+                    {
+                        "value": dict(op.value),
+                        "index": index,
+                        "created_at": created,
+                        "updated_at": now,
+                    },
+                )
+
+        with erased_placeholders():
+            await transact(self.store, self.namespace, stage, vocabulary=_VOCAB)
+
+    # -- reads: the projection, brought up to the scope's head ---------------------
+
+    async def _catch_up(self, *, aio: bool) -> None:
+        head = await self.store.head(self.namespace, self.scope)
+        now = (head.generation, head.sequence)
+        if self._mark == now:
+            return
+        latest: dict[str, CausalNode] = {}
+        rebuild = self._mark is None or self._mark[0] != head.generation or self._mark[1] > now[1]
+        with erased_placeholders():
+            if rebuild:
+                latest = await self.store.resource_heads(self.namespace, self.scope, _PREFIX)
+            else:
+                assert self._mark is not None
+                after = self._mark[1]
+                while after < now[1]:
+                    page = await self.store.nodes(
+                        self.namespace, self.scope, after=after, before=now[1] + 1, limit=_PAGE
+                    )
+                    if not page:
+                        break
+                    for n in page:
+                        if n.resource_key and n.resource_key.startswith(_PREFIX):
+                            latest[n.resource_key] = n
+                    after = page[-1].sequence
+        if rebuild:
+            self._data.clear()
+            self._vectors.clear()
+        embed: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for rk, node in latest.items():
+            parts = _decode(rk)
+            if parts is None:
+                continue
+            ns, key = parts
+            self._vectors.get(ns, {}).pop(key, None)
+            c = node.payload.get("content") if isinstance(node.payload, dict) else None
+            if not isinstance(c, dict) or is_erased(c) or is_erased(node.payload):
+                if ns in self._data:
+                    self._data[ns].pop(key, None)
+                    if not self._data[ns]:
+                        del self._data[ns]
+                continue
+            self._data[ns][key] = Item(
+                value=c["value"],
+                key=key,
+                namespace=ns,
+                created_at=datetime.fromisoformat(c["created_at"]),
+                updated_at=datetime.fromisoformat(c["updated_at"]),
+            )
+            embed[(ns, key)] = PutOp(ns, key, c["value"], index=c.get("index"))
+        to_embed = self._extract_texts(embed)
+        if to_embed and self.index_config and self.embeddings:
+            texts = list(to_embed)
+            vectors = (
+                await self.embeddings.aembed_documents(texts)
+                if aio
+                else self.embeddings.embed_documents(texts)
+            )
+            self._insertinmem_store(to_embed, vectors)
+        self._mark = now
+
+
+def _decode(rk: str) -> tuple[tuple[str, ...], str] | None:
+    import json
+
+    try:
+        parts = json.loads(rk[len(_PREFIX) :])
+    except ValueError:
+        return None
+    if not isinstance(parts, list) or len(parts) < 2 or not all(isinstance(p, str) for p in parts):
+        return None
+    return tuple(parts[:-1]), parts[-1]

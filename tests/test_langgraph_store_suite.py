@@ -1,0 +1,121 @@
+"""LangGraph's own store tests, run against tether's ``TetherStore``.
+
+The test downloads the sdist of the installed ``langgraph-checkpoint`` from the
+package index (``pip download --no-deps --no-binary :all:``) into
+``~/.cache/tether-tests/langgraph-checkpoint-X`` (outside the repository; reused by
+later runs) and runs its ``tests/test_store.py`` in a subprocess with a plugin
+(written here into a temporary directory) that puts ``TetherStore.from_url(url,
+**kwargs)`` wherever that file builds an ``InMemoryStore(**kwargs)``: every
+``put``, ``get``, ``delete``, ``search`` (filters, vector queries, pagination) and
+``list_namespaces`` of those tests goes through tether, once on ``memory://`` and
+once on SQLite. Tests of LangGraph alone (text paths, op validation, batching
+helpers) run too; they pass either way.
+
+Not run: ``langgraph-checkpoint-sqlite``'s store tests. Their fixtures build
+``SqliteStore`` from SQLite connections and check its SQL (migrations, injection,
+``sqlite-vec``), which is about SqliteStore itself; its TTL tests need
+``supports_ttl``, which TetherStore (like InMemoryStore) does not have.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("langgraph.store.memory")
+pytest.importorskip("pytest_mock")
+
+pytestmark = [pytest.mark.timeout(900)]
+
+CACHE = Path(os.environ.get("TETHER_TEST_CACHE", Path.home() / ".cache" / "tether-tests"))
+
+PLUGIN = r"""
+import os, tempfile, pytest
+from tether.adapters.langgraph_store import TetherStore
+
+_opened = []
+
+class _TetherStore(TetherStore):
+    # Built like InMemoryStore(**kwargs), on the store named by TETHER_LG_STORE_URL.
+
+    def __init__(self, **kwargs):
+        url = os.environ["TETHER_LG_STORE_URL"]
+        if url == "sqlite":
+            url = "sqlite:///" + os.path.join(tempfile.mkdtemp(), "store.db")
+        opened = TetherStore.from_url(url)
+        super().__init__(opened.store, loop=False, **kwargs)
+        self._bridge, self._owns_store = opened._bridge, True
+        _opened.append(self)
+        with open(os.environ["TETHER_LG_STORE_COUNT"], "a") as f:
+            f.write("built\n")
+
+@pytest.fixture(autouse=True)
+def _tether_store(request, monkeypatch):
+    if hasattr(request.module, "InMemoryStore"):
+        monkeypatch.setattr(request.module, "InMemoryStore", _TetherStore)
+    yield
+    while _opened:
+        s = _opened.pop()
+        try:
+            s.close()
+        except Exception:
+            pass
+"""
+
+
+def _sdist() -> Path:
+    ver = version("langgraph-checkpoint")
+    root = CACHE / f"langgraph-checkpoint-{ver}"
+    unpacked = root / f"langgraph_checkpoint-{ver}"
+    if (unpacked / "tests" / "test_store.py").exists():
+        return unpacked
+    root.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+         f"langgraph-checkpoint=={ver}", "-d", str(root)],
+        check=True,
+        capture_output=True,
+    )
+    (archive,) = root.glob("*.tar.gz")
+    with tarfile.open(archive) as tar:
+        tar.extractall(root, filter="data")
+    return unpacked
+
+
+@pytest.mark.parametrize("url", ["memory://", "sqlite"])
+def test_langgraph_store_tests_pass_on_tether_store(url: str) -> None:
+    src = _sdist()
+    with tempfile.TemporaryDirectory() as tmp:
+        plugin = Path(tmp) / "tether_lg_store_plugin.py"
+        plugin.write_text(PLUGIN)
+        env = {
+            **os.environ,
+            "TETHER_LG_STORE_URL": url,
+            "TETHER_LG_STORE_COUNT": str(Path(tmp) / "built.txt"),
+            "PYTHONPATH": os.pathsep.join(
+                [str(src), tmp, *filter(None, [os.environ.get("PYTHONPATH")])]
+            ),
+        }
+        r = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "tether_lg_store_plugin",
+             "-p", "no:cacheprovider", "-o", "asyncio_mode=auto", "-o", "filterwarnings=",
+             "--rootdir", str(src), "-c", os.devnull, "tests/test_store.py"],
+            cwd=src,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=850,
+        )
+        counted = Path(tmp) / "built.txt"
+        built = counted.read_text().count("built") if counted.exists() else 0
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+    assert " passed" in r.stdout and "error" not in r.stdout.splitlines()[-1]
+    # the tests really ran on TetherStore: one per test that builds an InMemoryStore
+    assert built >= 60, built

@@ -13,9 +13,10 @@ context or credentials is ever an attribute.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Awaitable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import orjson
 
@@ -23,6 +24,40 @@ from ..core.messages import Model, ModelRequest, ModelResponse
 from ..core.telemetry import NO_SPAN, AttrValue, telemetry
 from ..projections.runs import StepResult
 from .credentials import redact
+
+R = TypeVar("R", StepResult, StepResult | None)
+_P = ParamSpec("_P")
+
+
+def invoke_agent(
+    operation: str,
+) -> Callable[
+    [Callable[Concatenate[Any, _P], Awaitable[R]]], Callable[Concatenate[Any, _P], Awaitable[R]]
+]:
+    """An executor entry point in an ``invoke_agent`` span (``decide``: approve or reject)."""
+
+    def wrap(
+        fn: Callable[Concatenate[Any, _P], Awaitable[R]],
+    ) -> Callable[Concatenate[Any, _P], Awaitable[R]]:
+        @functools.wraps(fn)
+        async def run(self: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> R:
+            if not telemetry.enabled:
+                return await fn(self, *args, **kwargs)
+            op = operation
+            if op == "decide":
+                op = "approve" if kwargs.get("approve") else "reject"
+            thread, run_id = kwargs.get("thread"), kwargs.get("run")
+            with agent_span(
+                self.name,
+                op,
+                thread if isinstance(thread, str) else None,
+                run_id if isinstance(run_id, str) else None,
+            ) as span:
+                return ended(span, await fn(self, *args, **kwargs))
+
+        return run
+
+    return wrap
 
 
 def agent_span(agent: str, operation: str, thread: str | None, run: str | None = None) -> Any:
@@ -39,9 +74,6 @@ def agent_span(agent: str, operation: str, thread: str | None, run: str | None =
     if run is not None:
         attrs["tether.run"] = run
     return telemetry.span(f"invoke_agent {agent}", "internal", attrs)
-
-
-R = TypeVar("R", StepResult, StepResult | None)
 
 
 def ended(span: Any, result: R) -> R:

@@ -158,22 +158,8 @@ class Executor:
 
     # -- entry points ----------------------------------------------------------------
 
+    @_observe.invoke_agent("step")
     async def step(
-        self,
-        input: Any,
-        *,
-        thread: str | None,
-        user: str | None,
-        context: dict[str, Any],
-        metadata: Mapping[str, Any] | None,
-    ) -> StepResult:
-        with _observe.agent_span(self.name, "step", thread) as span:
-            result = await self._step(
-                input, thread=thread, user=user, context=context, metadata=metadata
-            )
-            return _observe.ended(span, result)
-
-    async def _step(
         self,
         input: Any,
         *,
@@ -244,13 +230,8 @@ class Executor:
             return await self._drive(self._ctx(thread, scope, after, RunView(goal=goal), context))
         raise Conflict(f"could not start a run on thread {thread!r}: it kept moving; retry")
 
+    @_observe.invoke_agent("resume")
     async def resume(
-        self, *, thread: str, context: dict[str, Any], run: str | None = None
-    ) -> StepResult:
-        with _observe.agent_span(self.name, "resume", thread, run) as span:
-            return _observe.ended(span, await self._resume(thread=thread, context=context, run=run))
-
-    async def _resume(
         self, *, thread: str, context: dict[str, Any], run: str | None = None
     ) -> StepResult:
         scope = scopes.thread(thread)
@@ -266,28 +247,8 @@ class Executor:
     async def status(self, *, thread: str) -> RunView | None:
         return (await self._current(scopes.thread(thread)))[1]
 
+    @_observe.invoke_agent("decide")
     async def decide(
-        self,
-        *,
-        thread: str,
-        ref: str,
-        approve: bool,
-        reason: str | None,
-        context: dict[str, Any],
-        resume: bool,
-    ) -> StepResult | None:
-        with _observe.agent_span(self.name, "approve" if approve else "reject", thread) as span:
-            result = await self._decide(
-                thread=thread,
-                ref=ref,
-                approve=approve,
-                reason=reason,
-                context=context,
-                resume=resume,
-            )
-            return _observe.ended(span, result)
-
-    async def _decide(
         self,
         *,
         thread: str,

@@ -7,6 +7,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -18,6 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from _server_helpers import TOKEN, demo_agent, serve
 from tether import InvalidRequest, telemetry
 from tether.cli import main
+from tether.client import Client
 from tether.server import Tokens, create_app
 from tether.server.auth import dev_token
 from tether.server.metrics import PrometheusSink
@@ -227,3 +229,51 @@ def test_the_inspector_links_a_traced_run_to_its_trace(
                 assert link.get_attribute("rel") == "noopener noreferrer"
             finally:
                 browser.close()
+
+
+CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CALLER_SPAN = "00f067aa0ba902b7"
+
+
+async def test_a_callers_traceparent_continues_on_the_server(
+    client: httpx.AsyncClient, spans: InMemorySpanExporter
+) -> None:
+    r = await client.post(
+        "/v1/ns/default/threads/tp/step",
+        json={"input": "hello", "user": "ada"},
+        headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"},
+    )
+    assert r.status_code == 200, r.text
+    [root] = [s for s in spans.get_finished_spans() if s.name == "invoke_agent agent"]
+    assert root.context is not None and root.parent is not None
+    assert format(root.context.trace_id, "032x") == CALLER_TRACE
+    assert format(root.parent.span_id, "016x") == CALLER_SPAN
+    execution = (await client.get(f"/v1/ns/default/threads/tp/runs/{r.json()['run_id']}")).json()
+    assert execution["trace_id"] == CALLER_TRACE
+    # Without a traceparent, the server's spans start their own trace.
+    spans.clear()
+    await client.post("/v1/ns/default/threads/tq/step", json={"input": "hello", "user": "ada"})
+    [root] = [s for s in spans.get_finished_spans() if s.name == "invoke_agent agent"]
+    assert root.parent is None
+
+
+async def test_the_client_sends_its_trace(spans: InMemorySpanExporter) -> None:
+    app = create_app(MemoryStore(), tokens=_tokens(), agent=demo_agent)
+    seen: list[dict[bytes, bytes]] = []
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            seen.append(dict(scope["headers"]))
+        await app(scope, receive, send)
+
+    async with Client("http://tether", TOKEN, transport=httpx.ASGITransport(app=recording)) as c:
+        await c.whoami()
+        assert b"traceparent" not in seen[-1]  # no span here: nothing to send
+        tracer = telemetry._tracer_provider.get_tracer("caller")  # the fixture's provider
+        with tracer.start_as_current_span("caller") as caller:
+            await c.step("hello", thread="tc", user="ada")
+    traceparent = seen[-1][b"traceparent"].decode()
+    assert traceparent.split("-")[1:3] == [
+        format(caller.get_span_context().trace_id, "032x"),
+        format(caller.get_span_context().span_id, "016x"),
+    ]

@@ -53,6 +53,7 @@ from .core.errors import (
     StoreError,
     TetherError,
 )
+from .core.telemetry import telemetry
 from .projections.runs import PendingApproval, StepResult
 
 __all__ = ["Client", "ClientError", "SyncClient"]
@@ -146,11 +147,13 @@ class _Req(Generic[T]):
 
     def http(self) -> dict[str, Any]:
         """The arguments of ``httpx.(Async)Client.request``."""
+        headers = {} if self.json is None else {"Content-Type": "application/json"}
         return {
             "method": self.method,
             "url": self.path,
             "content": None if self.json is None else orjson.dumps(self.json),
-            "headers": None if self.json is None else {"Content-Type": "application/json"},
+            # The caller's trace continues on the server (W3C traceparent), when traced.
+            "headers": telemetry.inject_headers(headers) or None,
             "params": self.params,
         }
 

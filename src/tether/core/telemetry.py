@@ -248,6 +248,24 @@ class Telemetry:
         propagate.inject(out)
         return out
 
+    def continued(self, headers: Mapping[str, str]) -> Any:
+        """A context manager: inside it, the trace that ``headers`` (W3C ``traceparent``,
+        ``tracestate``) name is current, so the spans made there join the caller's trace.
+        A no-op when tracing is off or no ``traceparent`` came."""
+        if "traceparent" not in headers or self._tracer() is None:
+            return NO_SPAN
+        return self._continued(headers)
+
+    @contextmanager
+    def _continued(self, headers: Mapping[str, str]) -> Iterator[None]:
+        from opentelemetry import context, propagate
+
+        token = context.attach(propagate.extract(dict(headers)))
+        try:
+            yield
+        finally:
+            context.detach(token)
+
     # -- metrics
 
     def record(self, kind: MetricKind, name: str, value: float, attrs: Attrs | None = None) -> None:

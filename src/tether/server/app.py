@@ -45,6 +45,7 @@ from starlette.staticfiles import StaticFiles
 
 from .. import __version__
 from ..core.errors import InvalidRequest, TetherError
+from ..core.telemetry import telemetry
 from ..runtime.agent import Agent
 from ..store import Store
 from . import routes_agent, routes_ns, routes_state, routes_tasks
@@ -303,8 +304,15 @@ class _Edge:
                 message["headers"] = headers
             await send(message)
 
+        # A caller's trace (its traceparent header) continues in the spans of this request.
+        carrier = {
+            k.decode("latin-1"): v.decode("latin-1")
+            for k, v in scope.get("headers", ())
+            if k in (b"traceparent", b"tracestate")
+        }
         try:
-            await self.app(scope, receive, send_with_headers)
+            with telemetry.continued(carrier):
+                await self.app(scope, receive, send_with_headers)
         finally:
             token = scope.get("state", {}).get("token_name", "-")
             log.info(

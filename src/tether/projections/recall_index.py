@@ -6,8 +6,10 @@
 
 What is searched: the current semantic memory of the scope (every type but the
 reserved ``summary`` and ``tool_state``), agent memory included (type
-``agent_memory``, key ``<memory>/<key>``). Each memory is embedded as
-``"<key>: <content>"`` (content as text, or canonical JSON). Filters: ``types``
+``agent_memory``, key ``<memory>/<key>``). What is embedded is a memory's content
+(text as is, anything else as canonical JSON), as LangGraph's store and mem0 do: keys
+are often opaque ids; agent memory is embedded as ``"<key>: <content>"``, since the
+model names its own keys. Filters: ``types``
 (names) and ``key_prefix`` (of the key); ``min_score``. Scores are cosine
 similarities, highest first.
 
@@ -94,13 +96,14 @@ def use_vector_table(store: Store, table: VectorTable) -> None:
 
 
 def memory_text(payload: dict[str, Any]) -> str:
-    """What is embedded for a memory: ``"<key>: <content>"``."""
-    key = str(payload.get("key"))
-    if payload.get("type") == "agent_memory":
-        key = key.partition("/")[2] or key
+    """What is embedded for a memory: its content (text as is, anything else as canonical
+    JSON); for agent memory ``"<key>: <content>"``, since the model names its keys."""
     content = payload.get("content")
     text = content if isinstance(content, str) else canonical_json(content).decode()
-    return f"{key}: {text}"
+    if payload.get("type") == "agent_memory":
+        key = str(payload.get("key"))
+        return f"{key.partition('/')[2] or key}: {text}"
+    return text
 
 
 def _indexable(node: CausalNode) -> bool:

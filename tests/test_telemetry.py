@@ -215,6 +215,8 @@ async def test_control_operations_are_spans(spans: InMemorySpanExporter) -> None
             a = dict(s.attributes or {})
             assert a["tether.namespace"] == "default"
             assert a["tether.thread"] in ("t3", "copy")
+    [exp] = [s for s in spans.get_finished_spans() if s.name == "tether.export"]
+    assert dict(exp.attributes or {})["tether.nodes"] == len(snap.snapshot["nodes"]) > 0
     # import and reset write: their commits are their children.
     [imp] = [s for s in spans.get_finished_spans() if s.name == "tether.import"]
     assert any(s.name == "tether.commit" for s in _children(list(spans.get_finished_spans()), imp))

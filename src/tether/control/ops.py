@@ -104,6 +104,9 @@ def _traced(
                     span.set_attribute("tether.scope", result.scope)
                     if result.scope.startswith("thread:"):
                         span.set_attribute("tether.thread", result.scope[7:])
+                nodes = result.metadata.get("nodes")
+                if isinstance(nodes, int) and not isinstance(nodes, bool):
+                    span.set_attribute("tether.nodes", nodes)
                 return result
 
         return run

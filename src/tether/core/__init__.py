@@ -11,11 +11,22 @@ what it needs:
 * ``scopes``: scope names (``app``, ``user:<id>``, ``thread:<id>``...);
 * ``messages``: the model protocol's types (``Model``, ``ModelRequest``...);
 * ``erased``: the erasure marker and ``erased_placeholders``;
-* ``errors``: ``TetherError`` and the errors every layer shares.
+* ``errors``: ``TetherError`` and the errors every layer shares;
+* ``telemetry``: OpenTelemetry spans and metrics, off unless an SDK is configured.
 
 docs/architecture.md has the layers above it.
 """
 
 from __future__ import annotations
 
-__all__ = ["canonical", "erased", "errors", "graph", "messages", "scopes", "validate", "vocab"]
+__all__ = [
+    "canonical",
+    "erased",
+    "errors",
+    "graph",
+    "messages",
+    "scopes",
+    "telemetry",
+    "validate",
+    "vocab",
+]

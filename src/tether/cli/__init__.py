@@ -806,3 +806,5 @@ def _add_serve() -> None:
 
 
 _add_serve()
+
+from . import recall_cmd as _recall_cmd  # noqa: E402,F401  (registers recall and reindex)

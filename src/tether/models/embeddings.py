@@ -54,6 +54,7 @@ __all__ = [
     "OpenAIEmbedder",
     "WordLlamaEmbedder",
     "default_embedder",
+    "embedder_from_name",
 ]
 
 
@@ -380,3 +381,34 @@ class OpenAIEmbedder:
             delay = retry_after if retry_after is not None else self.backoff * 2**attempt
             await asyncio.sleep(min(max(delay, 0.0), self.max_backoff))
             attempt += 1
+
+
+def embedder_from_name(spec: str) -> Embedder:
+    """An embedder from a short name (the CLI's ``--embedder``, the server's setting):
+
+    ``wordllama`` or ``wordllama:<64|128|256>``; ``hashing`` or ``hashing:<dim>``;
+    ``openai:<model>:<dim>`` (base URL from ``$OPENAI_BASE_URL``, key from
+    ``$OPENAI_API_KEY``).
+    """
+    import os
+
+    kind, _, rest = spec.partition(":")
+    try:
+        if kind == "wordllama":
+            return WordLlamaEmbedder(int(rest) if rest else 256)
+        if kind == "hashing":
+            return HashingEmbedder(int(rest) if rest else 256)
+        if kind == "openai":
+            model, _, dim = rest.rpartition(":")
+            return OpenAIEmbedder(
+                os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1"),
+                os.environ.get("OPENAI_API_KEY"),
+                model=model or "text-embedding-3-small",
+                dim=int(dim) if dim else 1536,
+            )
+    except ValueError:
+        pass
+    raise ModelConfigError(
+        f"unknown embedder {spec!r}: wordllama[:dim], hashing[:dim] or openai:<model>:<dim>",
+        embedder=spec,
+    )

@@ -1,0 +1,73 @@
+"""``tether recall`` and ``tether reindex`` in-process (CliRunner) on a SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tether.cli import main
+from tether.projections import remember
+from tether.store import open_store
+
+
+def _seed(db: Path) -> None:
+    async def go() -> None:
+        store = await open_store(f"sqlite:///{db}")
+        await remember(store, "default", "user:alice", "memory", "allergy", "allergic to peanuts")
+        await remember(store, "default", "user:alice", "memory", "city", "lives in Lisbon")
+        await remember(store, "default", "user:alice", "preference", "drink", "likes green tea")
+        await store.close()
+
+    asyncio.run(go())
+
+
+def test_recall_and_reindex_from_the_shell(tmp_path: Path) -> None:
+    pytest.importorskip("wordllama")
+    db = tmp_path / "t.db"
+    _seed(db)
+    r = CliRunner().invoke(
+        main,
+        [
+            "--store",
+            str(db),
+            "--json",
+            "recall",
+            "what am I allergic to?",
+            "-u",
+            "alice",
+            "-k",
+            "2",
+        ],
+        catch_exceptions=False,
+    )
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["scope"] == "user:alice" and [h["key"] for h in out["hits"]][0] == "allergy"
+    r = CliRunner().invoke(
+        main,
+        [
+            "--store",
+            str(db),
+            "--json",
+            "recall",
+            "tea",
+            "-u",
+            "alice",
+            "--type",
+            "preference",
+            "--embedder",
+            "hashing:64",
+        ],
+        catch_exceptions=False,
+    )
+    assert [h["key"] for h in json.loads(r.output)["hits"]] == ["drink"]
+    r = CliRunner().invoke(main, ["--store", str(db), "reindex", "-u", "alice"])
+    assert r.exit_code == 0 and "indexed 3 memories of user:alice" in r.output
+    r = CliRunner().invoke(
+        main, ["--store", str(db), "recall", "x", "-u", "alice", "--embedder", "nope"]
+    )
+    assert r.exit_code != 0 and "unknown embedder" in r.output

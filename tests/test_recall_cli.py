@@ -46,7 +46,7 @@ def test_recall_and_reindex_from_the_shell(tmp_path: Path) -> None:
     )
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
-    assert out["scope"] == "user:alice" and [h["key"] for h in out["hits"]][0] == "allergy"
+    assert out["scope"] == "user:alice" and out["hits"][0]["key"] == "allergy"
     r = CliRunner().invoke(
         main,
         [

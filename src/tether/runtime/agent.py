@@ -40,6 +40,7 @@ from .agent_memory_tools import MemoryTools, memory_tools
 from .credentials import CredentialProvider
 from .errors import AgentError, SpecError
 from .executor import Executor
+from .recall_tool import RecallMemory
 from .spec import Spec, ToolNode, check_tools
 from .tool_state import ToolState
 from .tools import Tool, as_tool, resolve_tools
@@ -61,6 +62,8 @@ class Agent:
     process, ``sqlite:///path.db`` does. ``node_types`` and
     ``allow_dynamic_node_types`` set which semantic memory types the model may write;
     ``agent_memory`` gives the model its own key-value memories as tools (``MemoryTools``).
+    ``recall_memory`` (``RecallMemory``) shows the model the memories closest in meaning
+    to the run's input instead of the whole semantic memory.
     ``max_steps`` bounds the node executions of one run and ``max_tool_rounds`` the
     model calls of one LLM node visit. ``credentials``: a ``CredentialProvider``
     asked first for the credentials tools declare (``context["credentials"]`` is
@@ -80,6 +83,7 @@ class Agent:
         node_types: Iterable[NodeType | str] | None = None,
         allow_dynamic_node_types: bool = False,
         agent_memory: MemoryTools | Sequence[MemoryTools] | None = None,
+        recall_memory: RecallMemory | None = None,
         max_steps: int = 50,
         max_tool_rounds: int = 20,
         credentials: CredentialProvider | None = None,
@@ -127,6 +131,9 @@ class Agent:
                         "but the agent already has a different tool of that name"
                     )
         self.memory_tools = memory_tools(agent_memory)
+        if recall_memory is not None and not isinstance(recall_memory, RecallMemory):
+            raise SpecError(f"recall_memory is a RecallMemory, got {recall_memory!r}")
+        self.recall_memory = recall_memory
         if clash := sorted(set(self.tools) & set(self.memory_tools)):
             raise SpecError(
                 f"tool name(s) {', '.join(clash)} are taken by an agent memory; rename the tool"
@@ -184,6 +191,7 @@ class Agent:
             models=self.models,
             tools=self.tools,
             memory_tools=self.memory_tools,
+            recall_memory=self.recall_memory,
             vocabulary=self.vocabulary,
             max_steps=self.max_steps,
             max_tool_rounds=self.max_tool_rounds,

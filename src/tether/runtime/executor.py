@@ -83,6 +83,7 @@ from .plan import (
     next_action,
     step_key,
 )
+from .recall_tool import RecallMemory
 from .spec import ChatHistoryNode, LLMNode, LoopNode, Spec, ToolNode, VarNode, VarSetNode
 from .templates import Condition, Template
 from .tool_state import ToolState, state_lock
@@ -138,6 +139,7 @@ class Executor:
         tools: Mapping[str, Tool],
         memory_tools: Mapping[str, MemoryTools],
         vocabulary: Vocabulary,
+        recall_memory: RecallMemory | None = None,
         max_steps: int,
         max_tool_rounds: int,
         credentials: CredentialProvider | None = None,
@@ -152,6 +154,7 @@ class Executor:
         self.models = dict(models)
         self.tools = dict(tools)
         self.memory_tools = dict(memory_tools)
+        self.recall_memory = recall_memory
         self.vocabulary = vocabulary
         self.max_steps = max_steps
         self.max_tool_rounds = max_tool_rounds
@@ -757,7 +760,12 @@ class Executor:
         request = ModelRequest(
             messages=messages,
             tools=[self.tools[n].spec if n in self.tools else specs[n] for n in names],
-            memory=await _memory_api.memories(self.store, self.namespace, mem_scopes),
+            memory=await _memory_api.memories(self.store, self.namespace, mem_scopes)
+            if self.recall_memory is None
+            else await self.recall_memory.memories(
+                self.store, self.namespace, rc.view.goal.payload.get("input"),
+                thread_scope=rc.scope, user=rc.user,
+            ),
             context=rc.context,
         )
         try:

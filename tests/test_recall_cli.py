@@ -71,3 +71,40 @@ def test_recall_and_reindex_from_the_shell(tmp_path: Path) -> None:
         main, ["--store", str(db), "recall", "x", "-u", "alice", "--embedder", "nope"]
     )
     assert r.exit_code != 0 and "unknown embedder" in r.output
+
+
+async def test_recall_over_http_needs_a_grant_and_finds_by_meaning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("fastapi")
+    import httpx
+
+    from tether.server import Tokens, create_app
+    from tether.server.auth import dev_token
+    from tether.store.in_memory import MemoryStore
+
+    monkeypatch.setenv("TETHER_EMBEDDER", "hashing:128")
+    store = MemoryStore()
+    await remember(store, "default", "user:alice", "memory", "allergy", "allergic to peanuts")
+    await remember(store, "default", "user:alice", "memory", "city", "lives in Lisbon")
+    tokens = Tokens(
+        [
+            dev_token("t-read-0123456789abcdef", name="read", grants=["state.history"], namespaces=["default"]),
+            dev_token("t-other-0123456789abcdef", name="other", grants=["state.describe"], namespaces=["default"]),
+        ]
+    )
+    app = create_app(store, tokens=tokens)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://tether"
+    ) as c:
+        url = "/v1/ns/default/recall"
+        params = {"q": "peanuts", "scope": "user:alice", "k": "1"}
+        r = await c.get(url, params=params, headers={"Authorization": "Bearer t-read-0123456789abcdef"})
+        assert r.status_code == 200, r.text
+        assert [h["key"] for h in r.json()["hits"]] == ["allergy"]
+        r = await c.get(url, params=params, headers={"Authorization": "Bearer t-other-0123456789abcdef"})
+        assert r.status_code == 403
+        r = await c.get(
+            url, params={**params, "scope": "nowhere"}, headers={"Authorization": "Bearer t-read-0123456789abcdef"}
+        )
+        assert r.status_code == 400

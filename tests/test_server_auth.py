@@ -103,6 +103,7 @@ ENDPOINTS: list[tuple[str, str, Any, str | None]] = [
         "state.history",
     ),
     ("GET", "/v1/ns/default/runs?status=suspended", None, "state.describe"),
+    ("GET", "/v1/ns/default/recall?q=weather&scope=thread:support-1", None, "state.history"),
     ("GET", "/v1/ns/default/threads/support-1/task?run={run}", None, "state.describe"),
     ("GET", "/v1/ns/default/threads/billing/approvals", None, "state.describe"),
     # A plain store: refused with 409 not_encrypted once the grant lets it through.

@@ -184,3 +184,17 @@ async def test_erasing_a_user_removes_their_vectors(tmp_path: Path) -> None:
         assert await table.entries(NS, ALICE, e.name) == {}
     finally:
         await store.close()
+
+
+async def test_a_reset_drops_the_scopes_vectors_at_once(store: Store) -> None:
+    e = HashingEmbedder(64)
+    await _seed(store)
+    await _seed(store, "user:bob")
+    await recall(store, NS, ALICE, "x", embedder=e)
+    await recall(store, NS, "user:bob", "x", embedder=e)
+    table = vector_table(store)
+    await control.reset(store, user="alice")
+    assert await table.entries(NS, ALICE, e.name) == {}
+    assert len(await table.entries(NS, "user:bob", e.name)) == len(FACTS)
+    await control.reset(store, namespace=NS, whole_namespace=True)
+    assert await table.indexed(NS) == []

@@ -57,6 +57,7 @@ from ..core.erased import erased_placeholders, is_erased
 from ..core.errors import InvalidRequest
 from ..core.graph import CausalNode
 from ..core.telemetry import telemetry
+from ..projections.recall_index import vector_table
 from ..store.base import ScopeStats, Store
 from ..store.txn import Transaction, transact
 from . import reports as _views
@@ -234,6 +235,7 @@ async def reset(
     result = StateOperationResult(operation="reset", namespace=ns, metadata=dict(req.metadata))
     if req.whole_namespace:
         count = await store.delete_namespace(ns)
+        await vector_table(store).drop(ns)  # the recall index's vectors go with it
         return dataclasses.replace(
             result,
             cleared=(f"namespace:{ns}",) if count else (),
@@ -263,6 +265,7 @@ async def reset(
     if not req.stores:
         head = await store.head(ns, scope)
         await store.reset_scope(ns, scope)
+        await vector_table(store).drop(ns, scope)
         if req.thread is not None:
             # Its runs leave the run index too (a second commit: the reset is not one).
             await tasks.unindex_thread(store, ns, req.thread)

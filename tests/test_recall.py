@@ -194,3 +194,47 @@ async def test_a_reset_drops_the_scopes_vectors_at_once(store: Store, ns: str) -
     assert len(await table.entries(ns, "user:bob", e.name)) == len(FACTS)
     await control.reset(store, namespace=ns, whole_namespace=True)
     assert await table.indexed(ns) == []
+
+
+async def test_a_sqlite_file_keeps_its_index_across_a_restart(tmp_path: Path) -> None:
+    import sqlite3
+
+    from tether.models.embeddings import CallableEmbedder
+
+    embedded: list[str] = []
+    hashing = HashingEmbedder(64)
+
+    def fn(texts: list[str]) -> list[list[float]]:
+        embedded.extend(texts)
+        return [hashing.vector(t) for t in texts]
+
+    e = CallableEmbedder(fn, dim=64, name="counted")
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    store = await open_store(url)
+    await _seed(store, "default")
+    first = await recall(store, "default", ALICE, "peanuts", embedder=e)
+    await store.close()
+    assert len(embedded) == len(FACTS) + 1  # every memory and the query
+    store = await open_store(url)
+    again = await recall(store, "default", ALICE, "peanuts", embedder=e)
+    assert again == first and len(embedded) == len(FACTS) + 2  # only the query this time
+    await remember(store, "default", ALICE, "memory", "pet", "has a cat")
+    await recall(store, "default", ALICE, "cat", embedder=e)
+    assert embedded[-2:] == ["cat", "has a cat"]  # the query, then only the new memory
+    assert len(embedded) == len(FACTS) + 4
+    await store.close()
+    with sqlite3.connect(tmp_path / "p.db") as c:
+        rows = c.execute("SELECT count(*) FROM tether_recall_vectors").fetchone()[0]
+    assert rows == len(FACTS)
+
+
+async def test_an_encrypted_file_keeps_no_vectors(tmp_path: Path) -> None:
+    import sqlite3
+
+    store = await open_store(f"sqlite:///{tmp_path / 'e.db'}", cipher=MasterKey.generate())
+    await _seed(store, "default")
+    assert await recall(store, "default", ALICE, "peanuts", embedder=HashingEmbedder(64))
+    await store.close()
+    with sqlite3.connect(tmp_path / "e.db") as c:
+        names = {r[0] for r in c.execute("SELECT name FROM sqlite_master")}
+    assert not any(n.startswith("tether_recall") for n in names)

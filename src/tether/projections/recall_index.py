@@ -22,8 +22,9 @@ Erased memories (``tether.crypto.erase_user``) are never embedded;
 ``drop_erased`` removes the vectors of scopes whose data was erased
 (``control.erase_user`` calls it).
 
-By default the index lives in this process (``MemoryVectorTable``), outside the
-database; ``use_vector_table(store, table)`` gives a store another table.
+The index lives where the backend keeps it (``Store.vector_table()``: tables in a
+plaintext SQLite file), else in this process (``MemoryVectorTable``), always so on
+an encrypted store; ``use_vector_table(store, table)`` gives a store another table.
 """
 
 from __future__ import annotations
@@ -83,10 +84,12 @@ class Recollection:
 
 
 def vector_table(store: Store) -> VectorTable:
-    """The store's vector table (an in-process ``MemoryVectorTable`` unless one was set)."""
+    """The store's vector table: one set with ``use_vector_table``, else the backend's own
+    (``Store.vector_table()``: a plaintext SQLite file), else an in-process
+    ``MemoryVectorTable``."""
     table = _tables.get(store)
     if table is None:
-        table = _tables[store] = MemoryVectorTable()
+        table = _tables[store] = store.vector_table() or MemoryVectorTable()
     return table
 
 

@@ -34,6 +34,7 @@ from ..core.errors import Conflict, InvalidNode, InvalidRequest
 from ..core.graph import ID_PATTERN, KINDS, CausalNode
 from ..core.scopes import printable
 from .keys import KeyStore
+from .vectors import VectorTable
 
 _NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
 _id_ok = ID_PATTERN.fullmatch
@@ -318,6 +319,11 @@ class Store(ABC):
         """Where this backend keeps the key table of ``tether.crypto``: beside its own data,
         on its own connections, so keys live and die with what they open. None (the
         default): this backend keeps no keys; ``encrypt_store`` then needs ``keystore=``."""
+        return None
+
+    def vector_table(self) -> VectorTable | None:
+        """Where this backend keeps the recall index (``tether.store.vectors``) beside its
+        data, or None (the default): the index then lives in the searching process."""
         return None
 
     async def holds_keys(self) -> bool:

@@ -64,6 +64,7 @@ from .base import (
     conflict,
 )
 from .keys import KeyStore, MemoryKeyStore
+from .vectors import VectorTable
 
 T = TypeVar("T")
 
@@ -161,6 +162,7 @@ class SQLiteStore(Store):
             else None
         )
         self._memory_keys: MemoryKeyStore | None = None  # the key table of :memory:
+        self._vectors: VectorTable | None = None  # the recall index, opened on first use
         self._sids: dict[tuple[str, str], int] = {}
 
     # -- opening -----------------------------------------------------------------
@@ -788,7 +790,20 @@ class SQLiteStore(Store):
 
         return await self._call(lambda: holds_checks(self._c))
 
+    def vector_table(self) -> VectorTable | None:
+        if self.path == ":memory:":
+            return None
+        if self._vectors is None:
+            from ._sqlite_vectors import SQLiteVectorTable
+
+            # A connection of its own, same file, tables tether_recall_*.
+            self._vectors = SQLiteVectorTable(self.path, busy_timeout=self.busy_timeout)
+        return self._vectors
+
     async def close(self) -> None:
+        vectors, self._vectors = self._vectors, None
+        if vectors is not None:
+            await vectors.close()
         conn, self._conn = self._conn, None
         executor, self._executor = self._executor, None
         if conn is not None:

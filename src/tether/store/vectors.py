@@ -7,8 +7,10 @@ it was computed from) and a *mark*, the scope head (generation, sequence) it is
 up to date with. Everything in it can be dropped and recomputed from the graph.
 
 ``VectorTable`` is the contract; ``MemoryVectorTable`` keeps it in this process
-(an exact scan with numpy), which is what every store uses unless given another
-table: nothing about meaning is written to the database, and a new process
+(an exact scan with numpy), which is what a store uses unless its backend offers a
+table of its own (``Store.vector_table()``: a plaintext SQLite file keeps it in
+``tether_recall_*`` tables) or it is given one; an encrypted store never offers
+one, so nothing about meaning is written to its database, and a new process
 rebuilds what it searches, lazily. Scores are cosine similarities (dot products of
 unit vectors), higher is closer; ties break by resource key.
 """
@@ -20,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Mark", "MemoryVectorTable", "VectorEntry", "VectorHit", "VectorTable"]
+__all__ = ["Mark", "MemoryVectorTable", "VectorEntry", "VectorHit", "VectorTable", "scan"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -93,6 +95,37 @@ class VectorTable(ABC):
     async def indexed(self, namespace: str) -> list[tuple[str, str]]:
         """(scope, space) pairs that have an index in the namespace."""
 
+    async def close(self) -> None:  # noqa: B027 - nothing to release by default
+        """Release connections."""
+
+
+def scan(
+    keys: Sequence[str],
+    nodes: Sequence[str],
+    matrix: Any,
+    query: bytes,
+    *,
+    k: int,
+    where: Callable[[str], bool] | None = None,
+) -> list[VectorHit]:
+    """The exact top ``k`` of ``matrix`` (rows of unit float32 vectors, one per key) by dot
+    product with ``query``, among keys that pass ``where``; ties by key."""
+    import numpy as np
+
+    if matrix is None or not len(keys) or k < 1:
+        return []
+    q = np.frombuffer(query, dtype="<f4")
+    scores = matrix @ q
+    if where is not None:
+        mask = np.fromiter((where(r) for r in keys), dtype=bool, count=len(keys))
+        scores = np.where(mask, scores, -np.inf)
+    n = min(k, int(np.isfinite(scores).sum()))
+    if n == 0:
+        return []
+    top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
+    best = sorted(top.tolist(), key=lambda i: (-float(scores[i]), keys[i]))
+    return [VectorHit(key=keys[i], node=nodes[i], score=float(scores[i])) for i in best]
+
 
 @dataclass
 class _Part:
@@ -145,27 +178,15 @@ class MemoryVectorTable(VectorTable):
         import numpy as np
 
         part = self._parts.get((namespace, scope, space))
-        if part is None or not part.rows or k < 1:
+        if part is None or not part.rows:
             return []
         if part.matrix is None:
             part.order = sorted(part.rows)
             part.matrix = np.frombuffer(
                 b"".join(part.rows[r].vector for r in part.order), dtype="<f4"
             ).reshape(len(part.order), -1)
-        q = np.frombuffer(query, dtype="<f4")
-        scores = part.matrix @ q
-        if where is not None:
-            mask = np.fromiter((where(r) for r in part.order), dtype=bool, count=len(part.order))
-            scores = np.where(mask, scores, -np.inf)
-        n = min(k, int(np.isfinite(scores).sum()))
-        if n == 0:
-            return []
-        top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
-        best = sorted(top.tolist(), key=lambda i: (-float(scores[i]), part.order[i]))
-        return [
-            VectorHit(key=part.order[i], node=part.rows[part.order[i]].node, score=float(scores[i]))
-            for i in best
-        ]
+        nodes = [part.rows[r].node for r in part.order]
+        return scan(part.order, nodes, part.matrix, query, k=k, where=where)
 
     async def entries(self, namespace: str, scope: str, space: str) -> dict[str, VectorEntry]:
         part = self._parts.get((namespace, scope, space))

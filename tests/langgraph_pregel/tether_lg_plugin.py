@@ -11,7 +11,8 @@ checkpointers:
   ``afrom_url``) on the backends named by ``TETHER_LG_SYNC`` / ``TETHER_LG_ASYNC``
   (comma-separated: ``memory``, ``sqlite``; both by default);
 * ``cache``: LangGraph's in-memory and SQLite caches (no Redis);
-* ``sync_store`` / ``async_store``: LangGraph's in-memory store (no PostgreSQL);
+* ``sync_store`` / ``async_store``: ``TetherStore`` (tether's LangGraph ``Store``) on
+  ``memory://``;
 * ``durability``, ``deterministic_uuids``, ``anyio_backend``: as LangGraph's.
 """
 
@@ -27,9 +28,9 @@ from uuid import UUID
 import pytest
 from langgraph.cache.memory import InMemoryCache
 from langgraph.cache.sqlite import SqliteCache
-from langgraph.store.memory import InMemoryStore
 
 from tether.adapters.langgraph import TetherSaver
+from tether.adapters.langgraph_store import TetherStore
 
 
 def _backends(var: str) -> list[str]:
@@ -68,14 +69,18 @@ def cache(request: pytest.FixtureRequest) -> Iterator[Any]:
         yield InMemoryCache()
 
 
-@pytest.fixture(params=["in_memory"])
+@pytest.fixture(params=["tether_store"])
 def sync_store() -> Iterator[Any]:
-    yield InMemoryStore()
+    store = TetherStore.from_url("memory://")
+    yield store
+    store.close()
 
 
-@pytest.fixture(params=["in_memory"])
+@pytest.fixture(params=["tether_store"])
 async def async_store() -> AsyncIterator[Any]:
-    yield InMemoryStore()
+    store = await TetherStore.afrom_url("memory://")
+    yield store
+    await store.aclose()
 
 
 @pytest.fixture(params=[f"tether_{b}" for b in _backends("TETHER_LG_SYNC")])

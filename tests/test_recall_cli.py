@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,15 @@ def test_recall_and_reindex_from_the_shell(tmp_path: Path) -> None:
     assert [h["key"] for h in json.loads(r.output)["hits"]] == ["drink"]
     r = CliRunner().invoke(main, ["--store", str(db), "reindex", "-u", "alice"])
     assert r.exit_code == 0 and "indexed 3 memories of user:alice" in r.output
+    # the file keeps the index: --check compares it with the graph, and finds tampering
+    r = CliRunner().invoke(main, ["--store", str(db), "reindex", "--check", "-u", "alice"])
+    assert r.exit_code == 0 and "checked 3 memories" in r.output, r.output
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE tether_recall_vectors SET vector = zeroblob(1024) WHERE key LIKE '%city'")
+    r = CliRunner().invoke(main, ["--store", str(db), "reindex", "--check", "-u", "alice"])
+    assert r.exit_code == 3 and "semantic:memory:city: vector differs" in r.output, r.output
+    r = CliRunner().invoke(main, ["--store", str(db), "reindex", "-u", "alice"])
+    assert r.exit_code == 0
     r = CliRunner().invoke(
         main, ["--store", str(db), "recall", "x", "-u", "alice", "--embedder", "nope"]
     )
@@ -89,8 +99,18 @@ async def test_recall_over_http_needs_a_grant_and_finds_by_meaning(
     await remember(store, "default", "user:alice", "memory", "city", "lives in Lisbon")
     tokens = Tokens(
         [
-            dev_token("t-read-0123456789abcdef", name="read", grants=["state.history"], namespaces=["default"]),
-            dev_token("t-other-0123456789abcdef", name="other", grants=["state.describe"], namespaces=["default"]),
+            dev_token(
+                "t-read-0123456789abcdef",
+                name="read",
+                grants=["state.history"],
+                namespaces=["default"],
+            ),
+            dev_token(
+                "t-other-0123456789abcdef",
+                name="other",
+                grants=["state.describe"],
+                namespaces=["default"],
+            ),
         ]
     )
     app = create_app(store, tokens=tokens)
@@ -99,12 +119,18 @@ async def test_recall_over_http_needs_a_grant_and_finds_by_meaning(
     ) as c:
         url = "/v1/ns/default/recall"
         params = {"q": "peanuts", "scope": "user:alice", "k": "1"}
-        r = await c.get(url, params=params, headers={"Authorization": "Bearer t-read-0123456789abcdef"})
+        r = await c.get(
+            url, params=params, headers={"Authorization": "Bearer t-read-0123456789abcdef"}
+        )
         assert r.status_code == 200, r.text
         assert [h["key"] for h in r.json()["hits"]] == ["allergy"]
-        r = await c.get(url, params=params, headers={"Authorization": "Bearer t-other-0123456789abcdef"})
+        r = await c.get(
+            url, params=params, headers={"Authorization": "Bearer t-other-0123456789abcdef"}
+        )
         assert r.status_code == 403
         r = await c.get(
-            url, params={**params, "scope": "nowhere"}, headers={"Authorization": "Bearer t-read-0123456789abcdef"}
+            url,
+            params={**params, "scope": "nowhere"},
+            headers={"Authorization": "Bearer t-read-0123456789abcdef"},
         )
         assert r.status_code == 400

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..core.errors import TetherError
 from ..projections import recall, reindex
-from ..projections.recall_index import verify_index
+from ..projections.recall_index import vector_table, verify_index
 from ..store.base import Store
 from . import EXIT_INVALID, _fail, _settings, emit, main, request, run, scope_options
 
@@ -93,17 +93,32 @@ def recall_cmd(
 @main.command(name="reindex")
 @scope_options
 @click.option("--embedder", metavar="NAME", help=EMBEDDER_HELP)
+@click.option(
+    "--check", is_flag=True, help="Only compare the index with the graph; rebuild nothing."
+)
 @click.pass_context
 def reindex_cmd(
-    ctx: click.Context, thread: str | None, user: str | None, app: bool, embedder: str | None
+    ctx: click.Context,
+    thread: str | None,
+    user: str | None,
+    app: bool,
+    embedder: str | None,
+    check: bool,
 ) -> None:
-    """Rebuild a scope's recall index from the graph, then verify it. Exit 3 if it differs."""
+    """Rebuild a scope's recall index from the graph, then verify it. Exit 3 if it differs.
+
+    With --check, verify the index as it stands (every vector recomputed and compared).
+    """
     s = _settings(ctx)
     req = request(s, thread=thread, user=user, app=app)
     scope = req.scope or "app"
     e = _embedder(ctx, embedder)
 
     async def go(store: Store) -> tuple[int, list[str]]:
+        if check:
+            problems = await verify_index(store, s.namespace, scope, embedder=e)
+            table = vector_table(store)
+            return len(await table.entries(s.namespace, scope, e.name)), problems
         n = await reindex(store, s.namespace, scope, embedder=e)
         return n, await verify_index(store, s.namespace, scope, embedder=e)
 
@@ -119,7 +134,7 @@ def reindex_cmd(
             "problems": problems,
         },
         lambda c: c.print(
-            f"indexed {entries} memories of {scope} with {e.name}"
+            f"{'checked' if check else 'indexed'} {entries} memories of {scope} with {e.name}"
             + "".join(f"\nproblem: {p}" for p in problems)
         ),
     )

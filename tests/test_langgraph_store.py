@@ -38,3 +38,32 @@ async def test_tether_recall_searches_langgraph_items() -> None:
     hits = await recall(s.store, "default", "app", "peanuts", embedder=HashingEmbedder(128), k=1)
     assert hits[0].type == "lg_store" and hits[0].content["value"]["text"] == "allergic to peanuts"
     await s.aclose()
+
+
+def test_ttl_hides_expired_items_refreshes_on_read_and_sweeps(tmp_path: Path) -> None:
+    import time
+
+    from tether.adapters.langgraph_store import ITEM_TYPE
+    from tether.projections import semantic_memory
+
+    s = TetherStore.from_url(f"sqlite:///{tmp_path / 't.db'}", ttl={"refresh_on_read": True})
+    assert s.supports_ttl
+    ns = ("users", "alice")
+    s.put(ns, "short", {"v": 1}, ttl=0.01)  # 0.6 s
+    s.put(ns, "kept", {"v": 2})
+    time.sleep(0.4)
+    assert s.get(ns, "short") is not None  # read at 0.4 s: expiry moves to 1.0 s
+    time.sleep(0.4)
+    assert s.get(ns, "short", refresh_ttl=False) is not None  # 0.8 s: alive thanks to it
+    time.sleep(0.5)
+    assert s.get(ns, "short") is None and {i.key for i in s.search(ns)} == {"kept"}
+    assert s.sweep_ttl() == 1
+    memory = s._bridge.run_sync(
+        lambda: semantic_memory(s.store, "default", "app", ITEM_TYPE)
+    )
+    assert [k for k in memory if "short" in k] == []  # tombstoned in the graph
+    # a process opening the file later sees the same
+    s.close()
+    t = TetherStore.from_url(f"sqlite:///{tmp_path / 't.db'}")
+    assert t.get(ns, "short") is None and t.get(ns, "kept") is not None
+    t.close()

@@ -13,8 +13,8 @@ helpers) run too; they pass either way.
 
 Not run: ``langgraph-checkpoint-sqlite``'s store tests. Their fixtures build
 ``SqliteStore`` from SQLite connections and check its SQL (migrations, injection,
-``sqlite-vec``), which is about SqliteStore itself; its TTL tests need
-``supports_ttl``, which TetherStore (like InMemoryStore) does not have.
+``sqlite-vec``, its TTL sweeper thread), which is about SqliteStore itself.
+TetherStore's TTL is tested in tests/test_langgraph_store.py.
 """
 
 from __future__ import annotations

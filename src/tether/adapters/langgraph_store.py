@@ -18,17 +18,22 @@ brought up to the scope's head before every batch (only the nodes after the last
 one seen are read; a reset rebuilds it), so several processes on one database see
 each other's writes. Searches, filters, namespace listing and scores are
 therefore exactly ``InMemoryStore``'s. Writes of one batch commit in one tether
-transaction before the batch returns. TTL is not supported (``supports_ttl`` is
-False, as for ``InMemoryStore``): tether keeps every version until a reset.
+transaction before the batch returns.
+
+TTL (``supports_ttl``; ``ttl=TTLConfig`` for the defaults): an item put with a ``ttl``
+(minutes) carries its ``expires_at``; once past it, reads no longer see it, and
+``sweep_ttl()`` / ``asweep_ttl()`` tombstones every expired item. A read with
+``refresh_ttl`` (the default) moves the expiry of what it returned: a new version of
+the item (the graph keeps every version until a reset or compaction).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import UTC, datetime
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from langgraph.store.base import Item, Op, PutOp, Result
+from langgraph.store.base import GetOp, Item, Op, PutOp, Result, SearchOp, TTLConfig
 from langgraph.store.memory import InMemoryStore
 
 from ..core import scopes
@@ -55,7 +60,7 @@ def item_key(namespace: tuple[str, ...], key: str) -> str:
 class TetherStore(InMemoryStore):
     """A LangGraph ``BaseStore`` (sync and async) whose items live in a tether scope."""
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(
         self,
@@ -64,9 +69,11 @@ class TetherStore(InMemoryStore):
         namespace: str = "default",
         scope: str = scopes.APP,
         index: Any = None,
+        ttl: TTLConfig | None = None,
         loop: Any = None,
     ) -> None:
         super().__init__(index=index)
+        self.ttl_config = ttl
         scopes.parse(scope)
         self.store = store
         self.namespace = namespace
@@ -74,6 +81,10 @@ class TetherStore(InMemoryStore):
         self._bridge = LoopBridge(loop or None, private=loop is False)
         self._owns_store = False
         self._mark: tuple[int, int] | None = None
+        # (namespace, key) -> (expires at, ttl in minutes) of the items that expire
+        self._expiry: dict[tuple[tuple[str, ...], str], tuple[datetime, float]] = {}
+        # expired items hidden from reads, not yet tombstoned by a sweep
+        self._expired: set[tuple[tuple[str, ...], str]] = set()
 
     @classmethod
     def from_url(cls, url: str, **kw: Any) -> TetherStore:
@@ -123,6 +134,7 @@ class TetherStore(InMemoryStore):
 
     async def _batch(self, ops: list[Op], *, aio: bool) -> list[Result]:
         await self._catch_up(aio=aio)
+        self._hide_expired()
         results, put_ops, search_ops = self._prepare_ops(ops)
         if search_ops:
             queries = (
@@ -131,17 +143,83 @@ class TetherStore(InMemoryStore):
                 else self._embed_search_queries(search_ops)
             )
             self._batch_search(search_ops, queries, results)
-        if put_ops:
-            await self._write(put_ops)
+        refresh = self._to_refresh(ops, results, put_ops)
+        if put_ops or refresh:
+            await self._write(put_ops, refresh=refresh)
             await self._catch_up(aio=aio)
         return results
 
+    # -- TTL -----------------------------------------------------------------------
+
+    def _hide_expired(self) -> list[tuple[tuple[str, ...], str]]:
+        """Take expired items out of the view (the graph keeps them until a sweep)."""
+        now = datetime.now(UTC)
+        gone = [k for k, (at, _) in self._expiry.items() if at <= now]
+        self._expired.update(gone)
+        for ns, key in gone:
+            del self._expiry[(ns, key)]
+            if ns in self._data:
+                self._data[ns].pop(key, None)
+                if not self._data[ns]:
+                    del self._data[ns]
+            if ns in self._vectors:
+                self._vectors[ns].pop(key, None)
+        return gone
+
+    def _to_refresh(
+        self, ops: list[Op], results: list[Result], put_ops: dict[Any, PutOp]
+    ) -> list[tuple[tuple[str, ...], str]]:
+        out: list[tuple[tuple[str, ...], str]] = []
+        for op, res in zip(ops, results, strict=True):
+            if isinstance(op, GetOp | SearchOp) and op.refresh_ttl and res:
+                items = res if isinstance(res, list) else [res]
+                for it in items:
+                    if not isinstance(it, Item):
+                        continue
+                    k = (tuple(it.namespace), it.key)
+                    if k in self._expiry and k not in put_ops and k not in out:
+                        out.append(k)
+        return out
+
+    def sweep_ttl(self) -> int:
+        """Delete (tombstone) every expired item; return how many."""
+        return self._bridge.run_sync(self._sweep)
+
+    async def asweep_ttl(self) -> int:
+        return await self._bridge.run(self._sweep)
+
+    async def _sweep(self) -> int:
+        await self._catch_up(aio=True)
+        self._hide_expired()
+        gone = sorted(self._expired)
+        if gone:
+            await self._write({k: PutOp(k[0], k[1], None) for k in gone})
+            await self._catch_up(aio=True)
+        return len(gone)
+
     # -- writes: one tether transaction per batch ----------------------------------
 
-    async def _write(self, put_ops: dict[tuple[tuple[str, ...], str], PutOp]) -> None:
-        now = datetime.now(UTC).isoformat()
+    async def _write(
+        self,
+        put_ops: dict[tuple[tuple[str, ...], str], PutOp],
+        *,
+        refresh: Sequence[tuple[tuple[str, ...], str]] = (),
+    ) -> None:
+        at = datetime.now(UTC)
+        now = at.isoformat()
+
+        def expires(ttl: Any) -> str | None:
+            return None if ttl is None else (at + timedelta(minutes=float(ttl))).isoformat()
 
         async def stage(t: Transaction) -> None:
+            for ns, key in refresh:  # a read moved the item's expiry: a new version
+                k = item_key(ns, key)
+                head = await t.resource_head(self.scope, _PREFIX + k)
+                c = None if head is None else head.payload.get("content")
+                if isinstance(c, dict) and not is_erased(c) and c.get("ttl") is not None:
+                    await t.semantic(
+                        self.scope, ITEM_TYPE, k, {**c, "expires_at": expires(c["ttl"])}
+                    )
             for (ns, key), op in put_ops.items():
                 k = item_key(ns, key)
                 head = await t.resource_head(self.scope, _PREFIX + k)
@@ -163,6 +241,8 @@ class TetherStore(InMemoryStore):
                         "index": index,
                         "created_at": created,
                         "updated_at": now,
+                        "ttl": op.ttl,
+                        "expires_at": expires(op.ttl),
                     },
                 )
 
@@ -197,15 +277,20 @@ class TetherStore(InMemoryStore):
         if rebuild:
             self._data.clear()
             self._vectors.clear()
+            self._expiry.clear()
+            self._expired.clear()
         embed: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for rk, node in latest.items():
             parts = _decode(rk)
             if parts is None:
                 continue
             ns, key = parts
-            self._vectors.get(ns, {}).pop(key, None)
             c = node.payload.get("content") if isinstance(node.payload, dict) else None
+            old = self._data.get(ns, {}).get(key)
+            self._expiry.pop((ns, key), None)
+            self._expired.discard((ns, key))
             if not isinstance(c, dict) or is_erased(c) or is_erased(node.payload):
+                self._vectors.get(ns, {}).pop(key, None)
                 if ns in self._data:
                     self._data[ns].pop(key, None)
                     if not self._data[ns]:
@@ -218,6 +303,11 @@ class TetherStore(InMemoryStore):
                 created_at=datetime.fromisoformat(c["created_at"]),
                 updated_at=datetime.fromisoformat(c["updated_at"]),
             )
+            if c.get("expires_at"):
+                self._expiry[(ns, key)] = (datetime.fromisoformat(c["expires_at"]), c["ttl"])
+            if old is not None and old.value == c["value"] and key in self._vectors.get(ns, {}):
+                continue  # the same value (a TTL refresh): its vectors stand
+            self._vectors.get(ns, {}).pop(key, None)
             embed[(ns, key)] = PutOp(ns, key, c["value"], index=c.get("index"))
         to_embed = self._extract_texts(embed)
         if to_embed and self.index_config and self.embeddings:

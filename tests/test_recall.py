@@ -238,3 +238,27 @@ async def test_an_encrypted_file_keeps_no_vectors(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "e.db") as c:
         names = {r[0] for r in c.execute("SELECT name FROM sqlite_master")}
     assert not any(n.startswith("tether_recall") for n in names)
+
+
+@pytest.mark.postgres
+async def test_postgres_keeps_its_index_in_the_database(postgres_url: str, ns: str) -> None:
+    pytest.importorskip("asyncpg")
+    e = HashingEmbedder(64)
+    store = await open_store(postgres_url)
+    try:
+        assert type(vector_table(store)).__name__ == "PostgresVectorTable"
+        await _seed(store, ns)
+        first = await recall(store, ns, ALICE, "peanuts", embedder=e)
+    finally:
+        await store.close()
+    store = await open_store(postgres_url)  # another process would see the same rows
+    try:
+        table = vector_table(store)
+        assert len(await table.entries(ns, ALICE, e.name)) == len(FACTS)
+        assert await table.mark(ns, ALICE, e.name) is not None
+        assert await recall(store, ns, ALICE, "peanuts", embedder=e) == first
+        assert await verify_index(store, ns, ALICE, embedder=e) == []
+        await control.reset(store, namespace=ns, whole_namespace=True)
+        assert await table.indexed(ns) == []
+    finally:
+        await store.close()

@@ -53,6 +53,7 @@ from .base import (
     conflict,
 )
 from .keys import KeyStore
+from .vectors import VectorTable
 
 T = TypeVar("T")
 
@@ -101,6 +102,7 @@ class PostgresStore(Store):
         self.schema = schema
         self.durability = durability
         self._pool: Any = pool
+        self._vectors: VectorTable | None = None  # the recall index, made on first use
         s = f'"{schema}"'
         self._q = {
             "commit": f"SELECT {s}.tether_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
@@ -574,12 +576,23 @@ class PostgresStore(Store):
 
         return PostgresKeyStore(self._pool, schema=self.schema, owned=False)
 
+    def vector_table(self) -> VectorTable | None:
+        if self._vectors is None and self._pool is not None:
+            from ._postgres_vectors import PostgresVectorTable
+
+            # Tables tether_recall_* in the store's schema, on the store's pool.
+            self._vectors = PostgresVectorTable(self._pool, schema=self.schema)
+        return self._vectors
+
     async def holds_keys(self) -> bool:
         from ._postgres_keys import PostgresKeyStore
 
         return await PostgresKeyStore(self._pool, schema=self.schema, owned=False).has_checks()
 
     async def close(self) -> None:
+        vectors, self._vectors = self._vectors, None
+        if vectors is not None:
+            await vectors.close()
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()

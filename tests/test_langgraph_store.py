@@ -58,12 +58,26 @@ def test_ttl_hides_expired_items_refreshes_on_read_and_sweeps(tmp_path: Path) ->
     time.sleep(0.5)
     assert s.get(ns, "short") is None and {i.key for i in s.search(ns)} == {"kept"}
     assert s.sweep_ttl() == 1
-    memory = s._bridge.run_sync(
-        lambda: semantic_memory(s.store, "default", "app", ITEM_TYPE)
-    )
+    memory = s._bridge.run_sync(lambda: semantic_memory(s.store, "default", "app", ITEM_TYPE))
     assert [k for k in memory if "short" in k] == []  # tombstoned in the graph
     # a process opening the file later sees the same
     s.close()
     t = TetherStore.from_url(f"sqlite:///{tmp_path / 't.db'}")
     assert t.get(ns, "short") is None and t.get(ns, "kept") is not None
     t.close()
+
+
+def test_recall_embeds_a_langgraph_item_by_its_value_not_its_times() -> None:
+    from tether.projections.recall_index import memory_text
+
+    def payload(at: str) -> dict[str, object]:
+        content = {
+            "value": {"text": "allergic to peanuts"},
+            "index": None,
+            "created_at": at,
+            "updated_at": at,
+        }
+        return {"type": "lg_store", "key": '["users","alice","allergy"]', "content": content}
+
+    early, late = payload("2026-01-01T00:00:00+00:00"), payload("2026-12-01T17:59:59+00:00")
+    assert memory_text(early) == memory_text(late) == '{"text":"allergic to peanuts"}'

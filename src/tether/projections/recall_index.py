@@ -100,8 +100,13 @@ def use_vector_table(store: Store, table: VectorTable) -> None:
 
 def memory_text(payload: dict[str, Any]) -> str:
     """What is embedded for a memory: its content (text as is, anything else as canonical
-    JSON); for agent memory ``"<key>: <content>"``, since the model names its keys."""
+    JSON); for agent memory ``"<key>: <content>"``, since the model names its keys; for a
+    LangGraph item (``lg_store``) its value."""
     content = payload.get("content")
+    if payload.get("type") == "lg_store" and isinstance(content, dict) and "value" in content:
+        # a LangGraph item: its value, not its timestamps (they would make the vector
+        # depend on when the item was written)
+        content = content["value"]
     text = content if isinstance(content, str) else canonical_json(content).decode()
     if payload.get("type") == "agent_memory":
         key = str(payload.get("key"))

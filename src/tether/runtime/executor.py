@@ -29,6 +29,9 @@ the thread meanwhile, the commit raises ``Conflict``, nothing is written, and th
 executor re-derives from the new graph (a stale model response is dropped; a tool
 result is dropped if the call already has one).
 
+Running tool calls and committing their results is ``tool_calls.ToolCalls``; what
+the executor knows of a run it drives is ``run_context.RunContext``.
+
 Unlike seed 000's executor, nothing here stores executor state or a step index:
 status and the next step are always derived, and each step writes only its new
 nodes (not four whole state blobs).
@@ -40,8 +43,7 @@ import asyncio
 import logging
 import random
 import secrets
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 import orjson
@@ -63,15 +65,11 @@ from . import _observe
 from . import agent_memory_api as _memory_api
 from .agent_memory_tools import MemoryTools
 from .credentials import (
-    CredentialError,
     CredentialProvider,
-    redact,
-    resolve_credentials,
     split_context,
 )
 from .errors import AgentError, ApprovalError, RunSuspendedError, SpecError
 from .plan import (
-    Call,
     Fail,
     Finish,
     Infer,
@@ -84,10 +82,11 @@ from .plan import (
     step_key,
 )
 from .recall_tool import RecallMemory
+from .run_context import RunContext
 from .spec import ChatHistoryNode, LLMNode, LoopNode, Spec, ToolNode, VarNode, VarSetNode
 from .templates import Condition, Template
-from .tool_state import ToolState, state_lock
-from .tools import Tool, ToolArgumentsError, exact_json, jsonable
+from .tool_calls import ToolCalls, result_payload
+from .tools import Tool, exact_json, jsonable
 
 log = logging.getLogger("tether.runtime")
 
@@ -102,30 +101,7 @@ _STATUS_KINDS: Final = frozenset(
 )
 
 
-@dataclass(kw_only=True)
-class _Run:
-    """One run being driven by this process: its view of the graph and the call's context."""
-
-    thread: str
-    scope: str
-    context: dict[str, Any]  # without its "credentials": what templates, model and tools see
-    credentials: dict[str, Any]  # context["credentials"]: only for tools that declare them
-    view: RunView
-    generation: int
-    seq: int  # the thread head sequence the view reflects
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    variables: Variables | None = None  # one per call: call-scope variables live here
-
-    @property
-    def run_id(self) -> str:
-        return self.view.run_id
-
-    @property
-    def user(self) -> str | None:
-        return self.view.user
-
-
-class Executor:
+class Executor(ToolCalls):
     """Drives runs of one spec against one store namespace. Stateless between calls."""
 
     def __init__(
@@ -299,7 +275,7 @@ class Executor:
                 await txn.append(
                     scope,
                     "tool_result",
-                    _result_payload(call, f"A human rejected this call{why}.", is_error=True),
+                    result_payload(call, f"A human rejected this call{why}.", is_error=True),
                     parents=[call.node.id, ver.id],
                 )
             return True
@@ -316,9 +292,9 @@ class Executor:
 
     def _ctx(
         self, thread: str, scope: str, head: Head, view: RunView, context: dict[str, Any]
-    ) -> _Run:
+    ) -> RunContext:
         public, supplied = split_context(context)
-        return _Run(
+        return RunContext(
             thread=thread,
             scope=scope,
             context=public,
@@ -361,7 +337,7 @@ class Executor:
         goal, nodes = await self._scan(scope, head, run)
         return head, None if goal is None else RunView.derive(goal, nodes)
 
-    async def _sync(self, rc: _Run, head: Head) -> None:
+    async def _sync(self, rc: RunContext, head: Head) -> None:
         """Bring ``rc.view`` up to ``head`` (reading only the new nodes)."""
         if head.generation != rc.generation or head.sequence < rc.seq:
             goal, nodes = await self._scan(rc.scope, head, rc.run_id)
@@ -391,7 +367,7 @@ class Executor:
 
     async def _commit(
         self,
-        rc: _Run,
+        rc: RunContext,
         build: Callable[[Transaction], Awaitable[bool]],
         *,
         expect: int | None,
@@ -425,7 +401,7 @@ class Executor:
                 return True
         raise Conflict(f"thread {rc.thread!r} kept moving; the step was not written, retry")
 
-    async def _index(self, txn: Transaction, rc: _Run) -> None:
+    async def _index(self, txn: Transaction, rc: RunContext) -> None:
         """Add the run's index entry to ``txn`` when its nodes change the run's status."""
         new = [
             n
@@ -440,7 +416,7 @@ class Executor:
 
     # -- driving -------------------------------------------------------------------
 
-    async def _drive(self, rc: _Run) -> StepResult:
+    async def _drive(self, rc: RunContext) -> StepResult:
         """Run until the run completes, fails or waits for an approval."""
         while True:
             await self._sync(rc, await self.store.head(self.namespace, rc.scope))
@@ -473,10 +449,10 @@ class Executor:
                 log.exception("run %s: unexpected %s", rc.run_id, type(e).__name__)
                 await self._fail(rc, UNEXPECTED, f"{type(e).__name__}: {e}", basis)
 
-    def _result(self, rc: _Run) -> StepResult:
+    def _result(self, rc: RunContext) -> StepResult:
         return rc.view.result(rc.thread)
 
-    async def _fail(self, rc: _Run, code: str, message: str, expect: int) -> None:
+    async def _fail(self, rc: RunContext, code: str, message: str, expect: int) -> None:
         log.info("run %s failed: [%s] %r", rc.run_id, code, message)
 
         async def build(txn: Transaction) -> bool:
@@ -500,7 +476,7 @@ class Executor:
 
     async def _template_scope(
         self,
-        rc: _Run,
+        rc: RunContext,
         *,
         input: Any = None,
         output: Any = None,
@@ -545,7 +521,7 @@ class Executor:
                 scope["variables"] = {**variables, "loop_index": loop_index}
         return scope
 
-    def _variables(self, rc: _Run) -> Variables:
+    def _variables(self, rc: RunContext) -> Variables:
         if rc.variables is None:
             rc.variables = Variables(
                 self.store,
@@ -560,7 +536,7 @@ class Executor:
 
     # -- routing between spec nodes -------------------------------------------------
 
-    async def _route(self, rc: _Run, visit: Visit | None, basis: int) -> None:
+    async def _route(self, rc: RunContext, visit: Visit | None, basis: int) -> None:
         if visit is None:
             await self._enter(rc, self.spec.start, rc.view.goal.payload.get("input"), basis, True)
             return
@@ -604,7 +580,9 @@ class Executor:
             return
         await self._enter(rc, target, visit.output, basis, False)
 
-    async def _loop_step(self, rc: _Run, name: str, iteration: int, feed: Any, basis: int) -> None:
+    async def _loop_step(
+        self, rc: RunContext, name: str, iteration: int, feed: Any, basis: int
+    ) -> None:
         """Commit iteration ``iteration`` of loop ``name`` (before its body runs), or its end."""
         loop = self.spec.node(name)
         assert isinstance(loop, LoopNode)
@@ -634,7 +612,7 @@ class Executor:
 
         await self._commit(rc, build, expect=basis)
 
-    async def _enter(self, rc: _Run, name: str, feed: Any, basis: int, first: bool) -> None:
+    async def _enter(self, rc: RunContext, name: str, feed: Any, basis: int, first: bool) -> None:
         node = self.spec.node(name)
         visits = len(rc.view.visits)
         if isinstance(node, LoopNode):
@@ -712,7 +690,7 @@ class Executor:
 
         await self._commit(rc, build_set, expect=basis)
 
-    async def _chat_history(self, rc: _Run, node: ChatHistoryNode) -> list[Any]:
+    async def _chat_history(self, rc: RunContext, node: ChatHistoryNode) -> list[Any]:
         """A chat_history node's output: ``node.llm``'s messages in this thread (or run)."""
         view = await conversation_view(
             self.store, self.namespace, rc.thread, llm=node.llm, run=rc.run_id
@@ -728,7 +706,7 @@ class Executor:
     # -- the model ----------------------------------------------------------------
 
     async def _infer(
-        self, rc: _Run, node: LLMNode, input_text: str | None, visit_input: Any, basis: int
+        self, rc: RunContext, node: LLMNode, input_text: str | None, visit_input: Any, basis: int
     ) -> None:
         model = self.models.get(node.model, self.model) if node.model else self.model
         scope = await self._template_scope(rc, input=visit_input, node=node.name)
@@ -763,8 +741,11 @@ class Executor:
             memory=await _memory_api.memories(self.store, self.namespace, mem_scopes)
             if self.recall_memory is None
             else await self.recall_memory.memories(
-                self.store, self.namespace, rc.view.goal.payload.get("input"),
-                thread_scope=rc.scope, user=rc.user,
+                self.store,
+                self.namespace,
+                rc.view.goal.payload.get("input"),
+                thread_scope=rc.scope,
+                user=rc.user,
             ),
             context=rc.context,
         )
@@ -784,7 +765,7 @@ class Executor:
 
     async def _commit_inference(
         self,
-        rc: _Run,
+        rc: RunContext,
         node: LLMNode,
         input_text: str | None,
         response: ModelResponse,
@@ -848,179 +829,8 @@ class Executor:
 
         await self._commit(rc, build, expect=basis)
 
-    # -- tools ----------------------------------------------------------------------
 
-    async def _run_calls(self, rc: _Run, calls: Sequence[Call]) -> None:
-        """Execute calls concurrently; each result is committed as soon as it is in."""
-        await asyncio.gather(
-            *(
-                _observe.tool_call(
-                    self._run_call(rc, c),
-                    tool=c.name,
-                    call_id=c.call_id,
-                    arguments=c.arguments,
-                    secrets=rc.credentials.values(),
-                )
-                for c in calls
-            )
-        )
-
-    async def _run_call(self, rc: _Run, call: Call) -> None:
-        if call.name in self.memory_tools and call.decision != "rejected":
-            problem = await self._run_memory_call(rc, call)
-            if problem is None:
-                return
-            await self._commit_result(rc, call, problem, True)
-            return
-        if call.decision == "rejected":
-            await self._commit_result(rc, call, "A human rejected this call.", True)
-            return
-        tool = self.tools.get(call.name)
-        if tool is None:
-            content = f"Unknown tool {call.name!r}; available: {', '.join(self.tools) or 'none'}."
-            await self._commit_result(rc, call, content, True)
-            return
-        state: ToolState | None = None
-        if tool.stateful:
-            where = self._state_scope(tool, rc)
-            if where.startswith("!"):
-                await self._commit_result(rc, call, where[1:], True)
-                return
-            state = ToolState(self.store, self.namespace, scope=where, tool=tool.name)
-            # One call at a time per tool and state: parallel calls never lose an update.
-            async with state_lock(self.store, self.namespace, where, tool.name):
-                await self._invoke(rc, call, tool, state)
-            return
-        await self._invoke(rc, call, tool, None)
-
-    def _state_scope(self, tool: Tool, rc: _Run) -> str:
-        """The scope holding ``tool``'s state for this run, or ``"!<why not>"``."""
-        if tool.state_scope == "user":
-            if rc.user is None:
-                return (
-                    f"!tool {tool.name!r} keeps its state per user, and this conversation has "
-                    "no user; pass user= to agent.step"
-                )
-            return scopes.user(rc.user)
-        if tool.state_scope == "app":
-            return scopes.APP
-        return rc.scope
-
-    def _credential_names(self, tool: Tool, call: Call) -> tuple[str, ...]:
-        names = list(tool.credentials)
-        node_name = call.node.payload.get("node")
-        if isinstance(node_name, str) and node_name in self.spec:
-            node = self.spec.node(node_name)
-            if isinstance(node, ToolNode):
-                names += [n for n in node.credentials or () if n not in names]
-        return tuple(names)
-
-    async def _invoke(self, rc: _Run, call: Call, tool: Tool, state: ToolState | None) -> None:
-        """Run one tool call and commit its result (with its state writes) in one commit."""
-        secrets: list[str] = []
-        try:
-            creds = await resolve_credentials(
-                self._credential_names(tool, call),
-                provider=self.credential_provider,
-                supplied=rc.credentials,
-                context=rc.context,
-            )
-            secrets = list(creds.values())
-            content = await tool.invoke(
-                call.arguments,
-                idempotency_key=call.node.id,
-                context=rc.context,
-                state=state,
-                credentials=creds,
-            )
-            is_error = False
-        except CredentialError as e:
-            content, is_error = e.message, True
-        except ToolArgumentsError as e:
-            content, is_error = f"Invalid arguments for {call.name}: {e}", True
-        except Exception as e:  # the model sees the failure and can react to it
-            content, is_error = redact(f"{type(e).__name__}: {e}", secrets), True
-            log.info("tool %s failed in run %s: %r", call.name, rc.run_id, content)
-        if is_error and state is not None:
-            state.discard()  # a failed call leaves its state as it was
-        # A tool that echoes a credential back must not get it stored.
-        content = redact(content, secrets)
-        await self._commit_result(
-            rc, call, content, is_error, state=state, scrub=lambda v: redact(v, secrets)
-        )
-
-    async def _commit_result(
-        self,
-        rc: _Run,
-        call: Call,
-        content: Any,
-        is_error: bool,
-        *,
-        state: ToolState | None = None,
-        scrub: Callable[[Any], Any] | None = None,
-    ) -> None:
-        if is_error:
-            _observe.tool_failed()
-        payload = _result_payload(call, content, is_error=is_error)
-        parents = [call.node.id] + ([call.verification.id] if call.verification else [])
-
-        async def build(txn: Transaction) -> bool:
-            current = rc.view.calls.get(call.node.id)
-            if current is None or current.result is not None:
-                return False  # another process finished this call first: its result stands
-            if state is not None and state.dirty:
-                await state.stage(txn, redact=scrub)
-            await txn.append(rc.scope, "tool_result", payload, parents=parents)
-            return True
-
-        await self._commit(rc, build, expect=None)
-
-    async def _run_memory_call(self, rc: _Run, call: Call) -> str | None:
-        """An agent-memory edit and its result in one commit; the error text if it failed."""
-        memory = self.memory_tools[call.name].bind(
-            self.store, self.namespace, thread=rc.thread, user=rc.user
-        )
-        if isinstance(memory, str):
-            return memory
-        failure: list[str] = []
-
-        async def build(txn: Transaction) -> bool:
-            current = rc.view.calls.get(call.node.id)
-            if current is None or current.result is not None:
-                return False
-            try:
-                content = await memory.call(call.name, call.arguments, txn=txn)
-            except TetherError as e:
-                failure.append(e.message)
-                return False  # the staged edit is dropped with this transaction
-            await txn.append(
-                rc.scope,
-                "tool_result",
-                _result_payload(call, jsonable(content), is_error=False),
-                parents=[call.node.id, *([call.verification.id] if call.verification else [])],
-            )
-            return True
-
-        await self._commit(rc, build, expect=None)
-        return failure[-1] if failure else None
-
-
-def _result_payload(call: Call, content: Any, *, is_error: bool) -> dict[str, Any]:
-    p = call.node.payload
-    out: dict[str, Any] = {
-        "run": p["run"],
-        "llm": p.get("llm"),
-        "call_id": call.call_id,
-        "name": call.name,
-        "content": content,
-        "is_error": is_error,
-    }
-    if p.get("node") is not None:
-        out["node"] = p["node"]
-    return out
-
-
-async def _record(txn: Transaction, rc: _Run, node: str, output: Any) -> None:
+async def _record(txn: Transaction, rc: RunContext, node: str, output: Any) -> None:
     await txn.append(
         rc.scope,
         "resource",
@@ -1029,7 +839,7 @@ async def _record(txn: Transaction, rc: _Run, node: str, output: Any) -> None:
     )
 
 
-def _remembered(rc: _Run, node: LLMNode, view: ConversationView) -> list[dict[str, Any]]:
+def _remembered(rc: RunContext, node: LLMNode, view: ConversationView) -> list[dict[str, Any]]:
     """What of its conversation ``node`` is sent, by its ``memory_scope`` (seed 004)."""
     if node.memory_scope == "thread":
         return list(view.messages)

@@ -1,0 +1,33 @@
+"""What the executor knows about one run it is driving: its view and the call's context."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..projections import Variables
+from .plan import RunView
+
+
+@dataclass(kw_only=True)
+class RunContext:
+    """One run being driven by this process: its view of the graph and the call's context."""
+
+    thread: str
+    scope: str
+    context: dict[str, Any]  # without its "credentials": what templates, model and tools see
+    credentials: dict[str, Any]  # context["credentials"]: only for tools that declare them
+    view: RunView
+    generation: int
+    seq: int  # the thread head sequence the view reflects
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    variables: Variables | None = None  # one per call: call-scope variables live here
+
+    @property
+    def run_id(self) -> str:
+        return self.view.run_id
+
+    @property
+    def user(self) -> str | None:
+        return self.view.user

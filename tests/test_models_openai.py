@@ -32,7 +32,7 @@ from tether.models import (
     ToolCall,
     ToolSpec,
 )
-from tether.models.openai import _retry_after
+from tether.models._http import _retry_after
 
 # --------------------------------------------------------------------------- the server
 

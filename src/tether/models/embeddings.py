@@ -39,13 +39,11 @@ from typing import Any
 import httpx
 
 from ..core.messages import Embedder
+from ._http import Retries, post_json
 from .errors import (
     ModelBadResponseError,
     ModelConfigError,
-    ModelConnectionError,
-    ModelTimeoutError,
 )
-from .openai import _http_error, _retry_after
 
 __all__ = [
     "CallableEmbedder",
@@ -338,49 +336,10 @@ class OpenAIEmbedder:
 
     async def _post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> Any:
         payload = json.dumps(body, ensure_ascii=False).encode()
-        attempt = 0
-        while True:
-            retry_after: float | None = None
-            try:
-                response = await client.post(
-                    self.url, content=payload, headers=self._headers, timeout=self.timeout
-                )
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
-                if attempt >= self.max_retries:
-                    raise ModelConnectionError(
-                        f"cannot reach the embeddings server at {self.url} after "
-                        f"{attempt + 1} attempts: {exc!r}; is it running?",
-                        url=self.url,
-                        attempts=attempt + 1,
-                    ) from None
-            except httpx.TimeoutException as exc:
-                raise ModelTimeoutError(
-                    f"the embeddings server did not answer within {self.timeout} s ({exc!r})",
-                    url=self.url,
-                    timeout=self.timeout,
-                ) from None
-            except httpx.HTTPError as exc:
-                raise ModelConnectionError(
-                    f"request to {self.url} failed: {exc!r}", url=self.url
-                ) from None
-            else:
-                status = response.status_code
-                if 200 <= status < 300:
-                    try:
-                        return response.json()
-                    except ValueError:
-                        raise ModelBadResponseError(
-                            f"the embeddings server answered HTTP {status} with a body "
-                            "that is not JSON",
-                            status=status,
-                            body=response.text[:2000],
-                        ) from None
-                if (status != 429 and status < 500) or attempt >= self.max_retries:
-                    raise _http_error(response, attempt + 1)
-                retry_after = _retry_after(response.headers)
-            delay = retry_after if retry_after is not None else self.backoff * 2**attempt
-            await asyncio.sleep(min(max(delay, 0.0), self.max_backoff))
-            attempt += 1
+        retries = Retries(self.timeout, self.max_retries, self.backoff, self.max_backoff)
+        return await post_json(
+            client, self.url, payload, self._headers, retries, server="embeddings server"
+        )
 
 
 def embedder_from_name(spec: str) -> Embedder:

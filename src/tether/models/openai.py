@@ -38,13 +38,9 @@ Connections
 
 from __future__ import annotations
 
-import asyncio
-import email.utils
 import hashlib
 import json
 import logging
-import random
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -53,15 +49,12 @@ from typing import Any
 import httpx
 
 from ..core.messages import MemoryWrite, Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
-from ..core.telemetry import telemetry
 from ..core.vocab import BUILTIN_NODE_TYPES, NodeType
+from ._http import BODY_EXCERPT, Retries, post_json
 from .errors import (
     ModelBadArgumentsError,
     ModelBadResponseError,
     ModelConfigError,
-    ModelConnectionError,
-    ModelHTTPError,
-    ModelTimeoutError,
 )
 
 __all__ = ["MAX_MEMORY_ROUNDS", "MEMORY_TOOL", "OpenAIModel"]
@@ -70,13 +63,6 @@ log = logging.getLogger("tether.models")
 
 MEMORY_TOOL = "tether_remember"
 MAX_MEMORY_ROUNDS = 3
-_BODY_EXCERPT = 2000
-_HINTS = {
-    401: "check api_key",
-    403: "check api_key and that it may use this model",
-    404: "check base_url (most servers want it to end in /v1) and the model name",
-    429: "the server is rate limiting; slow down or raise max_retries",
-}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -302,70 +288,15 @@ class OpenAIModel:
             payload = json.dumps(body, ensure_ascii=False, allow_nan=False).encode()
         except (TypeError, ValueError) as exc:
             raise ModelConfigError(f"the request cannot be sent as JSON: {exc}") from None
-        attempt = 0
-        while True:
-            retry_after: float | None = None
-            try:
-                response = await client.post(
-                    self.url,
-                    content=payload,
-                    # The caller's trace continues on the model server (W3C traceparent).
-                    headers=telemetry.inject_headers(self._headers),
-                    timeout=self.timeout,
-                )
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
-                if attempt >= self.max_retries:
-                    error: type[ModelConnectionError | ModelTimeoutError] = (
-                        ModelTimeoutError
-                        if isinstance(exc, httpx.ConnectTimeout)
-                        else ModelConnectionError
-                    )
-                    raise error(
-                        f"cannot reach the model server at {self.url} after {attempt + 1} "
-                        f"attempts: {exc!r}; is it running?",
-                        url=self.url,
-                        attempts=attempt + 1,
-                    ) from None
-                problem = repr(exc)
-            except httpx.TimeoutException as exc:
-                raise ModelTimeoutError(
-                    f"the model server did not answer within {self.timeout} s ({exc!r}); "
-                    "raise timeout for slow models",
-                    url=self.url,
-                    timeout=self.timeout,
-                ) from None
-            except httpx.HTTPError as exc:
-                raise ModelConnectionError(
-                    f"request to {self.url} failed: {exc!r}", url=self.url
-                ) from None
-            else:
-                status = response.status_code
-                if 200 <= status < 300:
-                    try:
-                        return response.json()
-                    except ValueError:
-                        raise ModelBadResponseError(
-                            f"the model server answered HTTP {status} with a body that is not JSON",
-                            status=status,
-                            body=response.text[:_BODY_EXCERPT],
-                        ) from None
-                if (status != 429 and status < 500) or attempt >= self.max_retries:
-                    raise _http_error(response, attempt + 1)
-                problem = f"HTTP {status}"
-                retry_after = _retry_after(response.headers)
-            delay = retry_after
-            if delay is None:
-                delay = self.backoff * 2**attempt * (1 - random.random() / 4)
-            delay = min(max(delay, 0.0), self.max_backoff)
-            log.info(
-                "model call failed (%s); retry %d/%d in %.2f s",
-                problem,
-                attempt + 1,
-                self.max_retries,
-                delay,
-            )
-            await asyncio.sleep(delay)
-            attempt += 1
+        retries = Retries(self.timeout, self.max_retries, self.backoff, self.max_backoff)
+        return await post_json(
+            client,
+            self.url,
+            payload,
+            self._headers,
+            retries,
+            timeout_hint="; raise timeout for slow models",
+        )
 
 
 # --------------------------------------------------------------------------- helpers
@@ -487,50 +418,8 @@ def _memory_write(call_id: str, arguments: dict[str, Any]) -> MemoryWrite:
     return MemoryWrite(type=kind, key=key, content=arguments["content"])
 
 
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds the server asks us to wait (``retry-after-ms``, ``Retry-After``), or None."""
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return float(ms) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return when.timestamp() - time.time()
-
-
-def _http_error(response: httpx.Response, attempts: int) -> ModelHTTPError:
-    status = response.status_code
-    text = response.text
-    detail = ""
-    try:
-        err = response.json().get("error")
-        detail = err.get("message", "") if isinstance(err, dict) else str(err or "")
-    except (ValueError, AttributeError):
-        pass
-    detail = detail or text[:200]
-    hint = _HINTS.get(status, "")
-    message = f"the model server answered HTTP {status}" + (f": {detail}" if detail else "")
-    if attempts > 1:
-        message += f" (after {attempts} attempts)"
-    if hint:
-        message += f"; {hint}"
-    return ModelHTTPError(
-        message, status=status, body=text[:_BODY_EXCERPT], attempts=attempts, url=str(response.url)
-    )
-
-
 def _excerpt(data: Any) -> str:
     try:
-        return json.dumps(data, ensure_ascii=False, default=str)[:_BODY_EXCERPT]
+        return json.dumps(data, ensure_ascii=False, default=str)[:BODY_EXCERPT]
     except ValueError:
-        return repr(data)[:_BODY_EXCERPT]
+        return repr(data)[:BODY_EXCERPT]

@@ -530,14 +530,14 @@ async def test_unchanged_elements_are_not_planned_again() -> None:
     for i in range(20):
         await graph.ainvoke({"messages": [HumanMessage(f"q{i}")]}, config)
     calls = 0
-    original = saver._planned_element
+    original = saver._values.planned_element
 
-    def counting(value: Any, v: Any) -> Any:
+    def counting(llm: str, value: Any, v: Any) -> Any:
         nonlocal calls
         calls += 1
-        return original(value, v)
+        return original(llm, value, v)
 
-    saver._planned_element = counting  # type: ignore[method-assign]
+    saver._values.planned_element = counting  # type: ignore[method-assign]
     for i in range(20, 25):
         await graph.ainvoke({"messages": [HumanMessage(f"q{i}")]}, config)
     # 5 turns x 2 new messages: only elements whose bytes are new get a node

@@ -20,7 +20,7 @@ How a LangGraph thread maps onto tether (docs/adapters.md has the whole story):
   put, its head is the latest. A pointer node ``lgi:<ns>;<checkpoint id>`` finds a
   checkpoint by id in one indexed read. Checkpoint ids, channel versions,
   metadata and parent links are LangGraph's, unchanged.
-* Channel values are content-addressed (``_values``): a list channel such as
+* Channel values are content-addressed (``_lg_values``): a list channel such as
   ``messages`` is stored as its elements under a Merkle tree, so a step stores
   its new messages plus a few tree nodes, never the whole history again.
   LangChain messages become conversation nodes (``goal`` for a human message,
@@ -43,9 +43,7 @@ was made inside one, else a private loop thread the saver owns.
 
 from __future__ import annotations
 
-import base64
 import builtins
-import hashlib
 import random
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -65,25 +63,12 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from ..core.errors import InvalidRequest, StoreError
-from ..core.graph import CausalNode, node_id
+from ..core.graph import CausalNode
 from ..store import Store, open_store
 from ..store.txn import Transaction, transact
-from ._lg_codec import (
-    array_header,
-    content,
-    decode_content,
-    identify,
-    join_array,
-    message_fields,
-    pack,
-    ref_ids,
-    split_items,
-    stored_form,
-    unpack,
-)
+from ._lg_codec import pack, ref_ids, unpack
 from ._lg_history import delta_history
 from ._lg_keys import (
     configurable,
@@ -96,15 +81,15 @@ from ._lg_keys import (
     thread_scope,
     w_key,
 )
+from ._lg_values import ValueCodec
 from ._sync import LoopBridge
-from ._values import LRU, ByteLRU, Planned, TreeBuilder, dedupe, is_json_scalar
+from ._values import LRU, Planned, dedupe
 
 __all__ = ["TetherSaver"]
 
 _PAGE: Final = 256
 _ALL: Final = 1_000_000  # "every version" for the few small per-checkpoint keys
-_INLINE_STR: Final = 256
-_GUESS: Final = 16  # up to this many unseen planned nodes are taken as new without a read  # strings up to this long sit in the checkpoint node itself
+_GUESS: Final = 16  # up to this many unseen planned nodes are taken as new without a read
 _LG_TYPES: Final = frozenset({"el", "val", "seq", "cp", "id", "w", "del", "odd"})
 _CONTENT_TYPES: Final = frozenset({"el", "val", "seq"})
 
@@ -135,20 +120,9 @@ class TetherSaver(BaseCheckpointSaver[str]):
         # loop=False: from_url sets the bridge itself
         self._bridge = LoopBridge(loop or None, private=loop is False)
         self._owns_store = False
-        self._trees = TreeBuilder()
-        # serialized element -> its planned node (the id costs a canonical-JSON hash)
-        self._elements: LRU[bytes, Planned] = LRU(50_000)
-        # msgpack bytes of a list element (cut from the whole list) -> its planned node
-        self._parts: LRU[bytes, Planned] = LRU(50_000)
-        # seq tree root id -> the whole list as one msgpack array: a read of a list
-        # this saver put or read decodes it in one serializer call, no node reads.
-        # Bytes, never objects: every read returns fresh objects, as LangGraph's
-        # savers do, since graphs mutate the state they are given.
-        self._lists: ByteLRU[str] = ByteLRU(64 << 20)
-        # (thread, checkpoint ns, channel) -> (the list last put there, its element
-        # nodes): a list whose bytes start with that list's bytes shares its first
-        # elements (msgpack objects are self-delimiting), so only the tail is cut.
-        self._last: LRU[tuple[str, str, str], tuple[bytes, builtins.list[Planned]]] = LRU(256)
+        # values to nodes and back, and the caches that make it cheap (shared by a
+        # with_allowlist copy, as every attribute is; they never change what is stored)
+        self._values = ValueCodec()
         # scope -> (generation, ids known to be stored): sound because a scope only
         # loses nodes through a reset, which bumps its generation.
         self._known: LRU[str, tuple[int, set[str]]] = LRU(1024)
@@ -331,97 +305,13 @@ class TetherSaver(BaseCheckpointSaver[str]):
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         self._bridge.run_sync(lambda: self._prune(thread_ids, strategy), rerun_safe=False)
 
-    # -- encoding values -----------------------------------------------------------
-
-    def _planned_element(self, value: Any, v: dict[str, Any]) -> Planned:
-        kind, fields = message_fields(value, self.llm)
-        payload = {**fields, "lg": "el", "v": v}
-        try:
-            nid = node_id(kind, (), payload)
-        except Exception:
-            # Readable fields that are not valid JSON (a NaN in tool arguments):
-            # keep the element exact, drop the projection.
-            kind, payload = "resource", {"lg": "el", "v": v}
-            nid = node_id(kind, (), payload)
-        return Planned(id=nid, kind=kind, payload=payload, parents=())
-
-    def _element(self, value: Any) -> Planned:
-        """One element serialized on its own (serializers whose output cannot be cut)."""
-        t, b = identify(self.serde, value)
-        digest = hashlib.sha256(
-            b"el\0" + self.llm.encode() + b"\0" + (t or "j").encode() + b"\0" + b
-        ).digest()
-        planned = self._elements.get(digest)
-        if planned is None:
-            planned = self._planned_element(value, stored_form(t, b, value))
-            self._elements.put(digest, planned)
-        return planned
-
-    def _list(
-        self, value: builtins.list[Any], slot: tuple[str, str, str] | None = None
-    ) -> tuple[builtins.list[Planned], bytes | None]:
-        """The element nodes of a list, and the list as one msgpack array when it is one.
-
-        Every element is serialized at every put, as LangGraph's own savers do: what
-        is stored is what the serializer sees now, edits made in place included.
-        The whole list goes through the serializer in one call and is cut into its
-        elements (``split_items``); only the node of an element whose bytes were
-        seen before is reused. A list that extends the one last put in the same
-        ``slot`` (byte for byte: one C comparison) reuses that list's element
-        nodes and cuts only its tail, so the per-element work follows the new
-        messages.
-        """
-        t, b = self.serde.dumps_typed(value)
-        head = array_header(b) if t == "msgpack" else None
-        if head is None or head[0] != len(value):
-            return [self._element(x) for x in value], None
-        out: builtins.list[Planned] = []
-        pos = head[1]
-        last = self._last.get(slot) if slot is not None else None
-        if last is not None:
-            prev, prev_planned = last
-            prev_head = array_header(prev)
-            if prev_head is not None and prev_head[0] <= len(value):
-                body = memoryview(prev)[prev_head[1] :]
-                if b.startswith(body, pos):
-                    out = builtins.list(prev_planned)
-                    pos += len(body)
-        parts = split_items(b, pos, len(value) - len(out))
-        if parts is None:
-            return [self._element(x) for x in value], None
-        cache = self._parts
-        for x, part in zip(value[len(out) :], parts, strict=True):
-            planned = cache.get(part)
-            if planned is None:
-                v = {"s": "msgpack", "b": base64.b64encode(part).decode("ascii")}
-                planned = self._planned_element(x, v)
-                cache.put(part, planned)
-            out.append(planned)
-        if slot is not None:
-            self._last.put(slot, (b, out))
-        return out, b
+    # -- values (``_lg_values``) ---------------------------------------------------
 
     def _encode(
         self, value: Any, slot: tuple[str, str, str] | None = None
     ) -> tuple[dict[str, Any], builtins.list[Planned]]:
         """(reference stored in the checkpoint or write, nodes the reference needs)."""
-        if type(value) is _DeltaSnapshot and type(value[0]) is list:
-            # DeltaChannel's snapshot of a list: stored as the list (its tree shares
-            # every element with the writes and the snapshots before it)
-            inner, planned = self._encode(value[0], slot)
-            return {"d": inner}, planned
-        if type(value) is list:
-            elements, whole = self._list(value, slot)
-            root, tree = self._trees.build([p.id for p in elements], [_form(p) for p in elements])
-            if root is not None and whole is not None:
-                self._lists.put(root, whole)
-            return {"l": root, "n": len(elements)}, dedupe([*elements, *tree])
-        if is_json_scalar(value) and (type(value) is not str or len(value) <= _INLINE_STR):
-            return {"j": value}, []
-        v, _ = content(self.serde, value)
-        payload = {"lg": "val", "v": v}
-        nid = node_id("resource", (), payload)
-        return {"b": nid}, [Planned(id=nid, kind="resource", payload=payload, parents=())]
+        return self._values.encode(self.serde, self.llm, value, slot)
 
     async def _resolve(
         self,
@@ -429,81 +319,10 @@ class TetherSaver(BaseCheckpointSaver[str]):
         refs: Sequence[dict[str, Any]],
         known: dict[str, CausalNode] | None = None,
     ) -> builtins.list[Any]:
-        """Values of references, fetching every tree level in one batched read.
-
-        A list whose bytes this saver holds (it put or read it before) costs one
-        serializer call and no read; ``known`` holds nodes the caller already read.
-        """
-        snapshot = [("d" in r) for r in refs]
-        refs = [r.get("d", r) for r in refs]
-        nodes: dict[str, CausalNode] = {}
-        cached: dict[str, bytes] = {}
-        want: set[str] = set()
-        for r in refs:
-            if "b" in r:
-                want.add(r["b"])
-            elif r.get("l"):
-                whole = self._lists.get(r["l"])
-                if whole is None:
-                    want.add(r["l"])
-                else:
-                    cached[r["l"]] = whole
-        while want:
-            got = {i: known[i] for i in want if i in known} if known else {}
-            if len(got) < len(want):
-                got.update(
-                    await self.store.get_nodes(self.namespace, scope, sorted(want - set(got)))
-                )
-            missing = want - set(got)
-            if missing:
-                raise StoreError(
-                    f"thread scope {scope!r} lacks value node {sorted(missing)[0]}; "
-                    "the thread was changed outside the saver",
-                    scope=scope,
-                )
-            nodes.update(got)
-            want = {
-                i
-                for n in got.values()
-                if n.payload.get("lg") == "seq" and "v" not in n.payload  # packed leaf
-                for i in n.payload["items"]
-                if i not in nodes
-            }
-
-        def leaves(nid: str, into: builtins.list[dict[str, Any]]) -> None:
-            p = nodes[nid].payload
-            if p["lvl"] == 0 and "v" in p:
-                into.extend({"s": "msgpack", "b": b} for b in p["v"])
-            elif p["lvl"] == 0:
-                into.extend(nodes[i].payload["v"] for i in p["items"])
-            else:
-                for child in p["items"]:
-                    leaves(child, into)
-
-        def load_list(root: str) -> builtins.list[Any]:
-            whole = cached.get(root)
-            if whole is None:
-                vs: builtins.list[dict[str, Any]] = []
-                leaves(root, vs)
-                if not all(v.get("s") == "msgpack" for v in vs):
-                    return [decode_content(self.serde, v) for v in vs]
-                whole = join_array([base64.b64decode(v["b"]) for v in vs])
-                self._lists.put(root, whole)
-            value = self.serde.loads_typed(("msgpack", whole))
-            if type(value) is not list:
-                raise StoreError(f"list node {root} did not decode to a list", scope=scope)
-            return value
-
-        out: builtins.list[Any] = []
-        for r, snap in zip(refs, snapshot, strict=True):
-            if "j" in r:
-                value = r["j"]
-            elif "b" in r:
-                value = decode_content(self.serde, nodes[r["b"]].payload["v"])
-            else:
-                value = load_list(r["l"]) if r.get("l") else []
-            out.append(_DeltaSnapshot(value) if snap else value)
-        return out
+        """Values of references (``known``: nodes the caller already read)."""
+        return await self._values.resolve(
+            self.serde, self.store, self.namespace, scope, refs, known
+        )
 
     # -- reading -------------------------------------------------------------------
 
@@ -1023,15 +842,6 @@ class TetherSaver(BaseCheckpointSaver[str]):
             remap[n.id] = node.id
             added.append(node.id)
         return generation, added, remap
-
-
-def _form(p: Planned) -> str | None:
-    """An element node's msgpack form (base64), which a full tree leaf carries."""
-    v = p.payload.get("v") if isinstance(p.payload, dict) else None
-    if isinstance(v, dict) and v.get("s") == "msgpack":
-        b = v.get("b")
-        return b if isinstance(b, str) else None
-    return None
 
 
 def _loop_free(url: str) -> bool:

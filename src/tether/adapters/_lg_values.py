@@ -1,0 +1,248 @@
+"""How ``TetherSaver`` turns channel values into nodes, and references back into values.
+
+A value is stored content-addressed (``_values``): a list channel such as
+``messages`` becomes its elements under a Merkle tree of ``seq`` nodes, so a put
+stores its new messages plus a few tree nodes, never the whole history again;
+other values become one ``val`` node, and short scalars sit inline in the
+checkpoint. LangChain messages become conversation nodes (``_lg_codec``).
+
+``ValueCodec`` holds what makes this cheap, and nothing that changes what is
+stored: caches keyed by the serializer's bytes, so a value is serialized again
+at every put (edits made in place are stored) and a cache hit only saves the
+hashing and base64 of bytes seen before. The serializer and the conversation
+name are passed on every call, not held: LangGraph's ``with_allowlist`` copies a
+saver shallowly and gives the copy its own serializer.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Sequence
+from typing import Any, Final
+
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+from ..core.errors import StoreError
+from ..core.graph import CausalNode, node_id
+from ..store import Store
+from ._lg_codec import (
+    Serde,
+    array_header,
+    content,
+    decode_content,
+    identify,
+    join_array,
+    message_fields,
+    split_items,
+    stored_form,
+)
+from ._values import LRU, ByteLRU, Planned, TreeBuilder, dedupe, is_json_scalar
+
+List = list  # ``ValueCodec.list`` shadows the builtin inside the class body
+
+_INLINE_STR: Final = 256  # strings up to this long sit in the checkpoint node itself
+
+Slot = tuple[str, str, str]  # (thread scope, checkpoint ns, channel)
+
+
+class ValueCodec:
+    """Channel values to planned nodes and references, and references to values."""
+
+    def __init__(self) -> None:
+        self.trees = TreeBuilder()
+        # serialized element -> its planned node (the id costs a canonical-JSON hash)
+        self.elements: LRU[bytes, Planned] = LRU(50_000)
+        # msgpack bytes of a list element (cut from the whole list) -> its planned node
+        self.parts: LRU[bytes, Planned] = LRU(50_000)
+        # seq tree root id -> the whole list as one msgpack array: a read of a list
+        # this saver put or read decodes it in one serializer call, no node reads.
+        # Bytes, never objects: every read returns fresh objects, as LangGraph's
+        # savers do, since graphs mutate the state they are given.
+        self.lists: ByteLRU[str] = ByteLRU(64 << 20)
+        # slot -> (the list last put there, its element nodes): a list whose bytes
+        # start with that list's bytes shares its first elements (msgpack objects
+        # are self-delimiting), so only the tail is cut.
+        self.last: LRU[Slot, tuple[bytes, List[Planned]]] = LRU(256)
+
+    def planned_element(self, llm: str, value: Any, v: dict[str, Any]) -> Planned:
+        kind, fields = message_fields(value, llm)
+        payload = {**fields, "lg": "el", "v": v}
+        try:
+            nid = node_id(kind, (), payload)
+        except Exception:
+            # Readable fields that are not valid JSON (a NaN in tool arguments):
+            # keep the element exact, drop the projection.
+            kind, payload = "resource", {"lg": "el", "v": v}
+            nid = node_id(kind, (), payload)
+        return Planned(id=nid, kind=kind, payload=payload, parents=())
+
+    def element(self, serde: Serde, llm: str, value: Any) -> Planned:
+        """One element serialized on its own (serializers whose output cannot be cut)."""
+        t, b = identify(serde, value)
+        digest = hashlib.sha256(
+            b"el\0" + llm.encode() + b"\0" + (t or "j").encode() + b"\0" + b
+        ).digest()
+        planned = self.elements.get(digest)
+        if planned is None:
+            planned = self.planned_element(llm, value, stored_form(t, b, value))
+            self.elements.put(digest, planned)
+        return planned
+
+    def list(
+        self, serde: Serde, llm: str, value: List[Any], slot: Slot | None = None
+    ) -> tuple[List[Planned], bytes | None]:
+        """The element nodes of a list, and the list as one msgpack array when it is one.
+
+        Every element is serialized at every put, as LangGraph's own savers do: what
+        is stored is what the serializer sees now, edits made in place included.
+        The whole list goes through the serializer in one call and is cut into its
+        elements (``split_items``); only the node of an element whose bytes were
+        seen before is reused. A list that extends the one last put in the same
+        ``slot`` (byte for byte: one C comparison) reuses that list's element
+        nodes and cuts only its tail, so the per-element work follows the new
+        messages.
+        """
+        t, b = serde.dumps_typed(value)
+        head = array_header(b) if t == "msgpack" else None
+        if head is None or head[0] != len(value):
+            return [self.element(serde, llm, x) for x in value], None
+        out: List[Planned] = []
+        pos = head[1]
+        last = self.last.get(slot) if slot is not None else None
+        if last is not None:
+            prev, prev_planned = last
+            prev_head = array_header(prev)
+            if prev_head is not None and prev_head[0] <= len(value):
+                body = memoryview(prev)[prev_head[1] :]
+                if b.startswith(body, pos):
+                    out = List(prev_planned)
+                    pos += len(body)
+        parts = split_items(b, pos, len(value) - len(out))
+        if parts is None:
+            return [self.element(serde, llm, x) for x in value], None
+        cache = self.parts
+        for x, part in zip(value[len(out) :], parts, strict=True):
+            planned = cache.get(part)
+            if planned is None:
+                v = {"s": "msgpack", "b": base64.b64encode(part).decode("ascii")}
+                planned = self.planned_element(llm, x, v)
+                cache.put(part, planned)
+            out.append(planned)
+        if slot is not None:
+            self.last.put(slot, (b, out))
+        return out, b
+
+    def encode(
+        self, serde: Serde, llm: str, value: Any, slot: Slot | None = None
+    ) -> tuple[dict[str, Any], List[Planned]]:
+        """(reference stored in the checkpoint or write, nodes the reference needs)."""
+        if type(value) is _DeltaSnapshot and type(value[0]) is list:
+            # DeltaChannel's snapshot of a list: stored as the list (its tree shares
+            # every element with the writes and the snapshots before it)
+            inner, planned = self.encode(serde, llm, value[0], slot)
+            return {"d": inner}, planned
+        if type(value) is list:
+            elements, whole = self.list(serde, llm, value, slot)
+            root, tree = self.trees.build([p.id for p in elements], [_form(p) for p in elements])
+            if root is not None and whole is not None:
+                self.lists.put(root, whole)
+            return {"l": root, "n": len(elements)}, dedupe([*elements, *tree])
+        if is_json_scalar(value) and (type(value) is not str or len(value) <= _INLINE_STR):
+            return {"j": value}, []
+        v, _ = content(serde, value)
+        payload = {"lg": "val", "v": v}
+        nid = node_id("resource", (), payload)
+        return {"b": nid}, [Planned(id=nid, kind="resource", payload=payload, parents=())]
+
+    async def resolve(
+        self,
+        serde: Serde,
+        store: Store,
+        namespace: str,
+        scope: str,
+        refs: Sequence[dict[str, Any]],
+        known: dict[str, CausalNode] | None = None,
+    ) -> List[Any]:
+        """Values of references, fetching every tree level in one batched read.
+
+        A list whose bytes this saver holds (it put or read it before) costs one
+        serializer call and no read; ``known`` holds nodes the caller already read.
+        """
+        snapshot = [("d" in r) for r in refs]
+        refs = [r.get("d", r) for r in refs]
+        nodes: dict[str, CausalNode] = {}
+        cached: dict[str, bytes] = {}
+        want: set[str] = set()
+        for r in refs:
+            if "b" in r:
+                want.add(r["b"])
+            elif r.get("l"):
+                whole = self.lists.get(r["l"])
+                if whole is None:
+                    want.add(r["l"])
+                else:
+                    cached[r["l"]] = whole
+        while want:
+            got = {i: known[i] for i in want if i in known} if known else {}
+            if len(got) < len(want):
+                got.update(await store.get_nodes(namespace, scope, sorted(want - set(got))))
+            missing = want - set(got)
+            if missing:
+                raise StoreError(
+                    f"thread scope {scope!r} lacks value node {sorted(missing)[0]}; "
+                    "the thread was changed outside the saver",
+                    scope=scope,
+                )
+            nodes.update(got)
+            want = {
+                i
+                for n in got.values()
+                if n.payload.get("lg") == "seq" and "v" not in n.payload  # packed leaf
+                for i in n.payload["items"]
+                if i not in nodes
+            }
+
+        def leaves(nid: str, into: List[dict[str, Any]]) -> None:
+            p = nodes[nid].payload
+            if p["lvl"] == 0 and "v" in p:
+                into.extend({"s": "msgpack", "b": b} for b in p["v"])
+            elif p["lvl"] == 0:
+                into.extend(nodes[i].payload["v"] for i in p["items"])
+            else:
+                for child in p["items"]:
+                    leaves(child, into)
+
+        def load_list(root: str) -> List[Any]:
+            whole = cached.get(root)
+            if whole is None:
+                vs: List[dict[str, Any]] = []
+                leaves(root, vs)
+                if not all(v.get("s") == "msgpack" for v in vs):
+                    return [decode_content(serde, v) for v in vs]
+                whole = join_array([base64.b64decode(v["b"]) for v in vs])
+                self.lists.put(root, whole)
+            value = serde.loads_typed(("msgpack", whole))
+            if type(value) is not list:
+                raise StoreError(f"list node {root} did not decode to a list", scope=scope)
+            return value
+
+        out: List[Any] = []
+        for r, snap in zip(refs, snapshot, strict=True):
+            if "j" in r:
+                value = r["j"]
+            elif "b" in r:
+                value = decode_content(serde, nodes[r["b"]].payload["v"])
+            else:
+                value = load_list(r["l"]) if r.get("l") else []
+            out.append(_DeltaSnapshot(value) if snap else value)
+        return out
+
+
+def _form(p: Planned) -> str | None:
+    """An element node's msgpack form (base64), which a full tree leaf carries."""
+    v = p.payload.get("v") if isinstance(p.payload, dict) else None
+    if isinstance(v, dict) and v.get("s") == "msgpack":
+        b = v.get("b")
+        return b if isinstance(b, str) else None
+    return None

@@ -14,6 +14,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,3 +67,20 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield s
     finally:
         await s.close()
+
+
+# tests/test_docs.py counts the Markdown code blocks it ran and skipped here
+DOCS_BLOCKS: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    tally = config.stash.get(DOCS_BLOCKS, None)
+    if tally is None:
+        return
+    skipped: list[str] = tally["skipped"]
+    terminalreporter.write_sep("-", "docs code blocks")
+    terminalreporter.write_line(
+        f"README.md and docs/*.md: {tally['run']} code blocks run, {len(skipped)} skipped"
+    )
+    for where in skipped:
+        terminalreporter.write_line(f"  skipped {where}")

@@ -33,7 +33,7 @@ from conftest import DOCS_BLOCKS
 
 ROOT = Path(__file__).resolve().parents[1]
 DRIVER = Path(__file__).with_name("_docs_driver.py")
-DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 PYTHON = {"python", "py"}
 SHELL = {"sh", "bash", "shell"}
 FILES = {"yaml", "yml", "json", "toml", "text"}

@@ -3,21 +3,34 @@
 Same file, separate tables (``tether_recall_*``), so a restart (or ``tether recall``
 from a shell) finds the index where it left it instead of embedding every memory
 again. Only for plaintext stores: ``EncryptedStore`` keeps the index out of the file
-(``Store.vector_table`` is None there). Searching is an exact scan: the rows of one
-scope and embedder are loaded once into a numpy matrix, kept while the scope's mark
-does not move. (sqlite-vec would do the scan in SQLite, but the Python this was built
-on has an ``sqlite3`` without ``enable_load_extension``.)
+(``Store.vector_table`` is None there).
+
+Searching: with sqlite-vec (the ``recall`` extra) SQLite scans the scope's rows itself,
+``vec_distance_cosine`` over the stored float32 blobs, so nothing is held in this
+process. The extension is loaded on the index's connection with
+``enable_load_extension`` where Python's ``sqlite3`` has it; where it does not (a
+Python built without loadable extensions, like pyenv's default), it is registered
+with ``sqlite3_auto_extension`` in the SQLite library that ``sqlite3`` itself uses
+(one process-wide registration: every later connection gets sqlite-vec's functions).
+Where neither works, or ``TETHER_RECALL_SQLITE_VEC=0``, the rows of one scope and
+embedder are loaded once into a numpy matrix, kept while the scope's mark does not
+move, and scanned there. ``engine`` says which ran ("sqlite-vec" or "scan"). Both
+only pick candidates; ``vectors.rescore`` orders them by exact score, so both return
+the same hits with the same scores.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
+from ..core.errors import StoreError
 from .sqlite import retry_busy
-from .vectors import Mark, VectorEntry, VectorHit, VectorTable, scan
+from .vectors import Mark, VectorEntry, VectorHit, VectorTable, margin, rescore, scan
 
 T = TypeVar("T")
 
@@ -31,19 +44,95 @@ SCHEMA: Final = (
 )
 
 
+_AUTO_LOCK = threading.Lock()
+_auto: list[str] = []  # "" once sqlite-vec is registered with sqlite3_auto_extension, else why not
+
+
+def _register_auto_extension() -> str:
+    """Register sqlite-vec with ``sqlite3_auto_extension`` in the SQLite library Python's
+    ``sqlite3`` is linked with; "" on success, else the reason."""
+    with _AUTO_LOCK:
+        if not _auto:
+            try:
+                import _sqlite3
+                import ctypes
+
+                import sqlite_vec
+
+                lib = ctypes.CDLL(_sqlite3.__file__)
+                base = sqlite_vec.loadable_path()  # without the suffix, as load_extension takes it
+                path = next(
+                    (base + x for x in ("", ".so", ".dylib", ".dll") if os.path.isfile(base + x)),
+                    base,
+                )
+                ext = ctypes.CDLL(path)
+                lib.sqlite3_auto_extension.argtypes = [ctypes.c_void_p]
+                lib.sqlite3_auto_extension.restype = ctypes.c_int
+                rc = lib.sqlite3_auto_extension(ctypes.cast(ext.sqlite3_vec_init, ctypes.c_void_p))
+                _auto.append("" if rc == 0 else f"sqlite3_auto_extension returned {rc}")
+            except Exception as e:  # no sqlite-vec, no symbol, no ctypes: the scan
+                _auto.append(f"{type(e).__name__}: {e}")
+        return _auto[0]
+
+
+def _load_sqlite_vec(c: sqlite3.Connection) -> str:
+    """Make sqlite-vec's functions available on ``c``; "" on success, else the reason."""
+    try:
+        import sqlite_vec
+    except ImportError as e:
+        return f"sqlite-vec is not installed ({e})"
+    if hasattr(c, "enable_load_extension"):
+        try:
+            c.enable_load_extension(True)
+            try:
+                sqlite_vec.load(c)
+            finally:
+                c.enable_load_extension(False)
+        except sqlite3.Error as e:
+            return f"sqlite-vec did not load: {e}"
+    try:
+        c.execute("SELECT vec_version()").fetchone()
+        return ""
+    except sqlite3.Error as e:
+        return f"sqlite-vec is not available on this connection: {e}"
+
+
 class SQLiteVectorTable(VectorTable):
-    def __init__(self, path: str, *, busy_timeout: float = 30.0) -> None:
+    """``use_sqlite_vec``: None (default) uses sqlite-vec when it loads, unless
+    ``TETHER_RECALL_SQLITE_VEC=0``; False always scans in numpy; True refuses to open
+    without it (``StoreError``)."""
+
+    def __init__(
+        self, path: str, *, busy_timeout: float = 30.0, use_sqlite_vec: bool | None = None
+    ) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
+        self._require_vec = use_sqlite_vec is True
+        if use_sqlite_vec is None:
+            use_sqlite_vec = os.environ.get("TETHER_RECALL_SQLITE_VEC", "1") != "0"
+        self._want_vec = use_sqlite_vec
+        self.engine = "scan"  # "sqlite-vec" once the connection has it
+        self.why_scan = "" if use_sqlite_vec else "sqlite-vec turned off"
         self._conn: sqlite3.Connection | None = None
         # (ns, scope, space) -> (mark, keys in order, nodes, matrix)
         self._cache: dict[tuple[str, str, str], tuple[Mark, list[str], list[str], Any]] = {}
 
     def _c(self) -> sqlite3.Connection:
         if self._conn is None:
+            if self._want_vec and not hasattr(sqlite3.Connection, "enable_load_extension"):
+                self.why_scan = _register_auto_extension()
             c = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=0.0
             )
+            if self._want_vec:
+                self.why_scan = self.why_scan or _load_sqlite_vec(c)
+                self.engine = "scan" if self.why_scan else "sqlite-vec"
+                if self._require_vec and self.why_scan:
+                    c.close()
+                    raise StoreError(
+                        f"sqlite-vec was required for the recall index: {self.why_scan}",
+                        code="recall_engine_unavailable",
+                    )
             c.execute("PRAGMA synchronous=NORMAL")  # a projection: losing it costs a rebuild
             for stmt in SCHEMA:
                 c.execute(stmt)
@@ -145,8 +234,10 @@ class SQLiteVectorTable(VectorTable):
 
         key = (namespace, scope, space)
         mark = await self.mark(namespace, scope, space)
-        if mark is None:
+        if mark is None or k < 1:
             return []
+        if self.engine == "sqlite-vec":
+            return await self._run(lambda c: self._vec_search(c, key, query, k, where))
         cached = self._cache.get(key)
         if cached is None or cached[0] != mark:
             rows = await self._rows(namespace, scope, space)
@@ -159,6 +250,51 @@ class SQLiteVectorTable(VectorTable):
             self._cache[key] = cached
         _, order, nodes, matrix = cached
         return scan(order, nodes, matrix, query, k=k, where=where)
+
+    def _vec_search(
+        self,
+        c: sqlite3.Connection,
+        part: tuple[str, str, str],
+        query: bytes,
+        k: int,
+        where: Callable[[str], bool] | None,
+    ) -> list[VectorHit]:
+        """sqlite-vec scores every row of the part in SQLite (float32 cosine); the rows
+        within ``2 * margin`` of the ``k``-th best are the candidates ``rescore`` orders."""
+        clause = ""
+        if where is not None:
+            c.create_function("tether_recall_where", 1, where, deterministic=True)
+            clause = " AND tether_recall_where(key)"
+        sql = (
+            "SELECT key, node, 1.0 - IFNULL(vec_distance_cosine(vector, ?), 1.0) AS s"
+            " FROM tether_recall_vectors WHERE ns = ? AND scope = ? AND space = ?"
+            f"{clause} ORDER BY s DESC LIMIT ?"
+        )
+        slack = 2 * margin(len(query) // 4)
+        limit = k + 16
+        while True:
+            rows = c.execute(sql, (query, *part, limit)).fetchall()
+            if len(rows) <= k:
+                break
+            floor = float(rows[k - 1][2]) - slack
+            if len(rows) < limit or float(rows[-1][2]) < floor:
+                rows = [r for r in rows if float(r[2]) >= floor]
+                break
+            limit *= 4  # near-ties past the limit: look further
+        vectors: dict[str, bytes] = {}
+        keys = [r[0] for r in rows]
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            vectors.update(
+                (r[0], bytes(r[1]))
+                for r in c.execute(
+                    "SELECT key, vector FROM tether_recall_vectors"
+                    " WHERE ns = ? AND scope = ? AND space = ?"
+                    f" AND key IN ({', '.join('?' * len(chunk))})",
+                    (*part, *chunk),
+                )
+            )
+        return rescore([(r[0], r[1], vectors[r[0]]) for r in rows], query, k=k)
 
     async def entries(self, namespace: str, scope: str, space: str) -> dict[str, VectorEntry]:
         return {

@@ -12,7 +12,9 @@ table of its own (``Store.vector_table()``: a plaintext SQLite file keeps it in
 ``tether_recall_*`` tables) or it is given one; an encrypted store never offers
 one, so nothing about meaning is written to its database, and a new process
 rebuilds what it searches, lazily. Scores are cosine similarities (dot products of
-unit vectors), higher is closer; ties break by resource key.
+unit vectors), higher is closer, computed exactly (``exact_scores``) so that every
+backend and fast path returns the same hits with the same scores; ties break by
+resource key.
 """
 
 from __future__ import annotations
@@ -22,7 +24,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Mark", "MemoryVectorTable", "VectorEntry", "VectorHit", "VectorTable", "scan"]
+__all__ = [
+    "Mark",
+    "MemoryVectorTable",
+    "VectorEntry",
+    "VectorHit",
+    "VectorTable",
+    "exact_scores",
+    "margin",
+    "rescore",
+    "scan",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -99,6 +111,49 @@ class VectorTable(ABC):
         """Release connections."""
 
 
+def margin(dim: int) -> float:
+    """How far a float32 score of unit vectors of ``dim`` components (a BLAS dot product
+    in any summation order, or sqlite-vec's cosine distance) can be from their exact dot
+    product: float32 summation errs by at most about ``dim * 2**-24`` (``|x||y| <= 1``),
+    the cosine's two magnitudes and the final subtraction add as much again and a few
+    roundings; this bound is over twice that."""
+    return (dim + 8) * 2.0**-22
+
+
+def exact_scores(vectors: Any, query: bytes) -> list[float]:
+    """The exact dot products of ``vectors`` (rows of float32) with ``query``, correctly
+    rounded to float64: float32 products are exact in float64 and ``math.fsum`` rounds
+    their sum once. The same numbers whatever BLAS, CPU or SQL extension found the rows."""
+    import math
+
+    import numpy as np
+
+    q = np.frombuffer(query, dtype="<f4").astype(np.float64)
+    prods = np.asarray(vectors, dtype="<f4").astype(np.float64) * q
+    return [math.fsum(row) for row in prods.tolist()]
+
+
+def rescore(
+    candidates: Sequence[tuple[str, str, bytes]], query: bytes, *, k: int
+) -> list[VectorHit]:
+    """The top ``k`` of ``candidates`` (key, node, vector) by exact score, ties by key.
+
+    Every fast path (numpy's float32 scan, sqlite-vec, pgvector) picks candidates whose
+    approximate score is within ``2 * margin(dim)`` of its ``k``-th best, a set that holds
+    the exact top ``k``; this orders them exactly, so every path returns the same hits
+    with the same scores."""
+    import numpy as np
+
+    if not candidates or k < 1:
+        return []
+    rows = np.frombuffer(b"".join(c[2] for c in candidates), dtype="<f4").reshape(
+        len(candidates), -1
+    )
+    scores = exact_scores(rows, query)
+    best = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i][0]))[:k]
+    return [VectorHit(key=candidates[i][0], node=candidates[i][1], score=scores[i]) for i in best]
+
+
 def scan(
     keys: Sequence[str],
     nodes: Sequence[str],
@@ -109,7 +164,8 @@ def scan(
     where: Callable[[str], bool] | None = None,
 ) -> list[VectorHit]:
     """The exact top ``k`` of ``matrix`` (rows of unit float32 vectors, one per key) by dot
-    product with ``query``, among keys that pass ``where``; ties by key."""
+    product with ``query``, among keys that pass ``where``; ties by key. numpy's float32
+    scores pick the candidates, ``rescore`` orders them exactly."""
     import numpy as np
 
     if matrix is None or not len(keys) or k < 1:
@@ -122,9 +178,9 @@ def scan(
     n = min(k, int(np.isfinite(scores).sum()))
     if n == 0:
         return []
-    top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
-    best = sorted(top.tolist(), key=lambda i: (-float(scores[i]), keys[i]))
-    return [VectorHit(key=keys[i], node=nodes[i], score=float(scores[i])) for i in best]
+    kth = float(np.partition(scores, len(scores) - n)[len(scores) - n])
+    chosen = np.flatnonzero(scores >= kth - 2 * margin(matrix.shape[1])).tolist()
+    return rescore([(keys[i], nodes[i], matrix[i].tobytes()) for i in chosen], query, k=k)
 
 
 @dataclass

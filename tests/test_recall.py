@@ -262,3 +262,37 @@ async def test_postgres_keeps_its_index_in_the_database(postgres_url: str, ns: s
         assert await table.indexed(ns) == []
     finally:
         await store.close()
+
+
+@pytest.mark.redis
+async def test_redis_keeps_its_index_in_the_database(redis_url: str, ns: str) -> None:
+    pytest.importorskip("redis")
+    import redis.asyncio as aioredis
+
+    e = HashingEmbedder(64)
+    store = await open_store(redis_url)
+    try:
+        table = vector_table(store)
+        assert type(table).__name__ == "RedisVectorTable"
+        # this server has no search module (plain Redis): the exact scan runs
+        await _seed(store, ns)
+        first = await recall(store, ns, ALICE, "peanuts", embedder=e)
+        assert getattr(table, "engine", None) == "scan"
+    finally:
+        await store.close()
+    store = await open_store(redis_url)  # another process would see the same hashes
+    try:
+        table = vector_table(store)
+        assert len(await table.entries(ns, ALICE, e.name)) == len(FACTS)
+        assert await recall(store, ns, ALICE, "peanuts", embedder=e) == first
+        assert await verify_index(store, ns, ALICE, embedder=e) == []
+        await control.reset(store, namespace=ns, user="alice")
+        assert await table.indexed(ns) == []
+    finally:
+        await store.close()
+    client = aioredis.Redis.from_url(redis_url)
+    try:  # nothing of the namespace's index is left in the database
+        assert [k async for k in client.scan_iter(match=f"*{ns}*recall*")] == []
+    finally:
+        await client.aclose()
+

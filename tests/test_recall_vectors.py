@@ -1,7 +1,8 @@
 """The recall index's search paths agree exactly: sqlite-vec in SQLite, the numpy scan of
 a SQLite file (the fallback when the extension cannot load), the in-process table, and a
 brute-force reference (every row's exact score, sorted): same keys, nodes, order and
-scores, bit for bit, with filters, near-ties, duplicates and zero vectors."""
+scores, bit for bit, with filters, near-ties, duplicates and zero vectors; the Redis and
+PostgreSQL stores' tables too where their servers are configured."""
 
 from __future__ import annotations
 
@@ -68,8 +69,23 @@ def _reference(
     return [VectorHit(key=rows[i].key, node=rows[i].node, score=scores[i]) for i in order]
 
 
+def _server_urls() -> list[str]:
+    """The Redis and PostgreSQL servers the tests are given (TETHER_TEST_*_URL)."""
+    import os
+
+    return [
+        url
+        for url in (
+            os.environ.get(v) for v in ("TETHER_TEST_REDIS_URL", "TETHER_TEST_POSTGRES_URL")
+        )
+        if url
+    ]
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
-async def test_every_search_path_returns_the_exact_top_k(tmp_path: Path, seed: int) -> None:
+async def test_every_search_path_returns_the_exact_top_k(
+    tmp_path: Path, seed: int, request: pytest.FixtureRequest, ns: str
+) -> None:
     pytest.importorskip("sqlite_vec")
     rng = random.Random(seed)
     dim = rng.choice([8, 64, 256])
@@ -78,10 +94,17 @@ async def test_every_search_path_returns_the_exact_top_k(tmp_path: Path, seed: i
     fallback = SQLiteVectorTable(str(tmp_path / "s.db"), use_sqlite_vec=False)
     memory = MemoryVectorTable()
     tables: list[VectorTable] = [vec, fallback, memory]
+    stores = []
+    for url in _server_urls():
+        store = await open_store(url)
+        stores.append(store)
+        table = store.vector_table()
+        assert table is not None
+        tables.append(table)
     try:
         for t in tables:
             await t.apply(
-                NS, SCOPE, SPACE, upserts=entries, deletes=[], mark=Mark(generation=0, sequence=1)
+                ns, SCOPE, SPACE, upserts=entries, deletes=[], mark=Mark(generation=0, sequence=1)
             )
         assert (vec.engine, fallback.engine) == ("sqlite-vec", "scan")
         base = np.frombuffer(entries[0].vector, dtype="<f4").tolist()
@@ -95,11 +118,15 @@ async def test_every_search_path_returns_the_exact_top_k(tmp_path: Path, seed: i
             where = None if prefix is None else (lambda key, p=prefix: key.startswith(p))
             want = _reference(entries, query, k, prefix)
             for t in tables:
-                got = await t.search(NS, SCOPE, SPACE, query, k=k, where=where)
+                got = await t.search(ns, SCOPE, SPACE, query, k=k, where=where)
                 assert got == want, (type(t).__name__, k, prefix)
+        for t in tables[3:]:
+            await t.drop(ns)
     finally:
-        for t in tables:
+        for t in tables[:3]:
             await t.close()
+        for store in stores:
+            await store.close()
 
 
 async def test_a_sqlite_store_searches_with_sqlite_vec_and_falls_back_to_the_scan(

@@ -39,6 +39,7 @@ from .base import (
     conflict,
 )
 from .keys import KeyStore
+from .vectors import VectorTable
 
 DEFAULT_PREFIX: Final = "tether:"
 # Scopes reset per script call in delete_namespace: bounds how long Redis blocks.
@@ -131,6 +132,7 @@ class RedisStore(Store):
         self._r = client
         self._p = prefix.encode()
         self._closed = False
+        self._vectors: VectorTable | None = None  # the recall index, made on first use
         self._commit = client.register_script(lua.COMMIT)
         self._reset = client.register_script(lua.RESET)
         self._delete_batch = client.register_script(lua.DELETE_BATCH)
@@ -186,9 +188,20 @@ class RedisStore(Store):
 
         return await RedisKeyStore(self._r, self.prefix).has_checks()
 
+    def vector_table(self) -> VectorTable | None:
+        if self._vectors is None:
+            from ._redis_vectors import RedisVectorTable
+
+            # Hashes beside the namespace's keys (same prefix and hash tag), same client.
+            self._vectors = RedisVectorTable(self._r, self._stem)
+        return self._vectors
+
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
+            vectors, self._vectors = self._vectors, None
+            if vectors is not None:
+                await vectors.close()
             await self._r.aclose()
 
     # -- keys ----------------------------------------------------------------------

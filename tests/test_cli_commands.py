@@ -186,10 +186,11 @@ def test_fork(db: str) -> None:
 
 
 def test_reset_asks_first_and_does_exactly_that(db: str) -> None:
-    no = cli("--store", db, "reset", "--thread", "t2", input="n\n")
-    assert no.exit_code == 1 and "Aborted" in no.stderr
+    no = cli("--store", db, "reset", "--thread", "t2", input="y\n")  # no terminal: not asked
+    assert no.exit_code == 2 and "error [confirmation_required]" in no.stderr
+    assert "pass --yes to confirm" in no.stderr
     assert len(ids(db, "t2")) > 0
-    yes = cli("--store", db, "reset", "--thread", "t2", input="y\n")
+    yes = cli("--store", db, "reset", "--thread", "t2", "--yes")
     assert yes.exit_code == 0 and "cleared thread:t2" in yes.stdout
     assert ids(db, "t2") == [] and len(ids(db)) > 0
     var = js(cli("--store", db, "--json", "reset", "-t", "t1", "--variable", "cart", "--yes"))
@@ -269,7 +270,8 @@ def test_a_missing_store_file_is_one_clear_line(tmp_path: Path) -> None:
     assert r.exit_code == 1
     assert (
         r.stderr
-        == f"error [not_found]: no store at {path}: run `tether demo` to make one, or pass --store URL\n"
+        == f"error [not_found]: no store at {path}: pass --store with an existing store's URL, "
+        f"or make this one with the demo's threads: `tether --store {path} demo`\n"
     )
     assert not path.exists()  # reading never creates a store
 
@@ -296,3 +298,137 @@ def test_serve_without_the_server_says_what_to_install() -> None:
         assert "tether[server]" in r.stderr
     else:  # the server module exists: its own help must work
         assert cli("serve", "--help").exit_code == 0
+
+
+# -- a newcomer's cases: nothing misleads ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["history", "--thread", "never"],
+        ["describe", "--thread", "never"],
+        ["compact", "--thread", "never"],
+        ["reset", "--thread", "never", "--yes"],
+        ["export", "--thread", "never"],
+        ["reset", "--thread", "never", "--variable", "cart", "--yes"],
+        ["describe", "--user", "nobody"],
+    ],
+)
+def test_a_scope_never_written_is_not_found(db: str, command: list[str], tmp_path: Path) -> None:
+    before = ids(db), ids(db, "t2")
+    r = cli("--store", db, *command)
+    assert r.exit_code == 1, r.output
+    assert r.stderr.startswith("error [not_found]: no ")
+    assert "nothing was ever written there" in r.stderr
+    assert f"`tether --store {db} threads`" in r.stderr
+    as_json = cli("--store", db, "-n", "acme", "--json", *command)
+    err = orjson.loads(as_json.stderr)
+    assert as_json.exit_code == 1 and err["code"] == "not_found"
+    assert err["details"]["namespace"] == "acme"
+    assert f"`tether --store {db} -n acme threads`" in err["message"]
+    assert (ids(db), ids(db, "t2")) == before  # nothing written anywhere
+
+
+def test_export_of_a_missing_scope_leaves_no_file(db: str, tmp_path: Path) -> None:
+    out = tmp_path / "never.json"
+    r = cli("--store", db, "export", "--thread", "never", "-o", str(out))
+    assert r.exit_code == 1 and "error [not_found]" in r.stderr
+    assert not out.exists() and not Path(str(out) + ".part").exists()
+
+
+def test_a_reset_thread_still_exists_for_history(db: str) -> None:
+    assert cli("--store", db, "reset", "--thread", "t2", "--yes").exit_code == 0
+    r = cli("--store", db, "--json", "history", "--thread", "t2")
+    assert r.exit_code == 0 and js(r)["nodes"] == []
+
+
+def test_hints_carry_the_store_and_namespace_in_use(db: str, tmp_path: Path) -> None:
+    goal = ids(db)[0]
+    r = cli("--store", db, "fork", "-t", "t1", "--node", goal, "--new-thread", "f1")
+    assert r.exit_code == 0
+    assert f"see it with: tether --store {db} history --thread f1" in r.stdout
+    missing = tmp_path / "nowhere.db"
+    r = cli("--store", str(missing), "-n", "acme", "threads")
+    assert r.exit_code == 1 and not missing.exists()
+    assert f"`tether --store {missing} -n acme demo`" in r.stderr
+    empty = cli("--store", db, "-n", "fresh-ns", "threads")
+    assert empty.exit_code == 0
+    assert f"`tether --store {db} -n fresh-ns demo` makes some" in empty.stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["threads"],
+        ["runs"],
+        ["describe", "--thread", "t1"],
+        ["history", "--thread", "t1", "--limit", "2"],
+        ["verify", "--thread", "t1"],
+    ],
+)
+def test_json_after_the_subcommand_is_the_same_as_before(db: str, command: list[str]) -> None:
+    before = cli("--store", db, "--json", *command)
+    after = cli("--store", db, *command, "--json")
+    assert before.exit_code == after.exit_code == 0, after.output
+    assert js(after) == js(before)
+
+
+def test_json_after_the_subcommand_covers_errors_too(db: str) -> None:
+    r = cli("--store", db, "history", "--thread", "never", "--json")
+    assert r.exit_code == 1 and orjson.loads(r.stderr)["code"] == "not_found"
+    r = cli("--store", db, "reset", "--thread", "t2", "--json")
+    err = orjson.loads(r.stderr)
+    assert r.exit_code == 2 and err["code"] == "confirmation_required"
+    assert "--yes" in err["message"] and err["details"]["field"] == "yes"
+    assert len(ids(db, "t2")) > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["-n", "", "threads"], "namespace"),
+        (["-n", "  ", "threads"], "namespace"),
+        (["--store", "", "threads"], "store"),
+        (["history", "--thread", ""], "thread"),
+        (["describe", "--user", ""], "user"),
+        (["import", "-", "--new-thread", ""], "thread"),
+        (["fork", "-t", "t1", "--node", "cw_" + "0" * 24, "--new-thread", ""], "new_thread"),
+    ],
+)
+def test_empty_names_are_refused(db: str, args: list[str], field: str) -> None:
+    full = args if args[0] == "--store" else ["--store", db, *args]
+    r = cli("--json", *full, input="")
+    assert r.exit_code == 2, r.output
+    assert orjson.loads(r.stderr)["details"]["field"] == field
+
+
+def test_confirmation_at_a_terminal(db: str, tmp_path: Path) -> None:
+    """A real pseudo-terminal: the question is asked; "n" changes nothing, "y" resets."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    def answer(text: str) -> tuple[int, str]:
+        leader, follower = pty.openpty()
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tether.cli", "--store", db, "reset", "--thread", "t2"],
+            stdin=follower,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        os.close(follower)
+        os.write(leader, text.encode())
+        _, err = proc.communicate(timeout=60)
+        os.close(leader)
+        return proc.returncode, err.decode()
+
+    code, err = answer("n\n")
+    assert code == 1 and "Reset thread:t2 in" in err and "error [not_confirmed]" in err
+    assert len(ids(db, "t2")) > 0
+    code, err = answer("y\n")
+    assert code == 0, err
+    assert ids(db, "t2") == []

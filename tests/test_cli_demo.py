@@ -118,13 +118,29 @@ def test_demo_runs_in_a_fresh_directory_and_leaves_inspectable_state(tmp_path: P
     assert summary["seconds"] < 60
 
 
-def test_demo_db_option_and_a_file_that_is_not_a_store(tmp_path: Path) -> None:
-    run = _tether(tmp_path, "--json", "demo", "--db", "other.db")
+def test_demo_honours_store_and_a_file_that_is_not_a_store(tmp_path: Path) -> None:
+    run = _tether(tmp_path, "--store", "other.db", "demo", "--json")
     assert run.returncode == 0, run.stderr
     assert orjson.loads(run.stdout)["db"] == str(tmp_path / "other.db")
-    assert (tmp_path / "other-export.json").exists()
+    assert (tmp_path / "other-export.json").exists() and not (tmp_path / "tether-demo.db").exists()
+    threads = _tether(tmp_path, "--store", "other.db", "--json", "threads")
+    assert "support-1" in [t["thread"] for t in orjson.loads(threads.stdout)["threads"]]
     junk = tmp_path / "notes.txt"
     junk.write_text("not a database")
     bad = _tether(tmp_path, "demo", "--db", "notes.txt")
     assert bad.returncode == 1 and bad.stderr.startswith("error [")
     assert junk.read_text() == "not a database"
+
+
+def test_demo_refuses_what_it_cannot_do_in_one_line(tmp_path: Path) -> None:
+    missing = _tether(tmp_path, "demo", "--db", "/missing/dir/x.db")
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    assert missing.stderr == (
+        "error [not_found]: cannot make the demo's store /missing/dir/x.db: "
+        "no directory /missing/dir\n"
+    )
+    remote = _tether(tmp_path, "--store", "redis://127.0.0.1:6379/0", "demo")
+    assert remote.returncode == 2 and "the demo runs on a SQLite file" in remote.stderr
+    both = _tether(tmp_path, "--store", "a.db", "demo", "--db", "b.db", "--json")
+    assert both.returncode == 2 and orjson.loads(both.stderr)["details"]["field"] == "db"
+    assert list(tmp_path.iterdir()) == []  # nothing was created

@@ -530,14 +530,17 @@ async def _plain_store(path: str) -> None:
 def test_cli_erase_user(encrypted_db: tuple[str, dict[str, str]], tmp_path: Path) -> None:
     db, env = encrypted_db
     base = ("--store", db, "--json")
-    declined = _cli(*base, "erase-user", "--user", "alice", env=env, input="n\n")
-    assert declined.exit_code == 1 and "Aborted" in declined.stderr
-    assert "Erase user alice" in declined.stderr
+    declined = _cli(*base, "erase-user", "--user", "alice", env=env, input="y\n")
+    # no terminal: not asked (a piped "y" is no answer), refused naming --yes, as JSON
+    assert declined.exit_code == 2
+    refusal = orjson.loads(declined.stderr)
+    assert refusal["code"] == "confirmation_required" and "--yes" in refusal["message"]
+    assert "erase user alice" in refusal["message"]
     assert _cli(*base, "history", "--thread", "t1", env=env).stdout.count('"$erased"') == 0
     bad = _cli(*base, "erase-user", "--user", "", "--yes", env=env)
     assert bad.exit_code == 2
 
-    r = _cli(*base, "erase-user", "--user", "alice", env=env, input="y\n")
+    r = _cli(*base, "erase-user", "--user", "alice", "--yes", env=env)
     assert r.exit_code == 0, r.stderr
     result = ErasureResult.from_dict(orjson.loads(r.stdout))
     assert (result.user, result.keys_destroyed, result.threads) == ("alice", 1, 1)

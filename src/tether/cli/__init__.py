@@ -29,8 +29,10 @@ to install.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import os
+import shlex
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -56,6 +58,9 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INVALID = 3
 EXIT_CONFLICT = 4
+COMMANDLINE = click.core.ParameterSource.COMMANDLINE
+DEFAULT_STORE = "tether.db"
+DEFAULT_NAMESPACE = "default"
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -98,6 +103,48 @@ def _fail(settings: Settings, err: TetherError) -> NoReturn:
     sys.exit(exit_code(err))
 
 
+def hint(settings: Settings, args: str) -> str:
+    """A ``tether ...`` command line to suggest, with the --store and -n in use."""
+    parts = ["tether"]
+    if settings.store_url != DEFAULT_STORE:
+        parts += ["--store", shlex.quote(settings.store_url)]
+    if settings.namespace != DEFAULT_NAMESPACE:
+        parts += ["-n", shlex.quote(settings.namespace)]
+    return " ".join([*parts, args])
+
+
+async def written(store: Store, settings: Settings, scope: str) -> None:
+    """Raise NotFound for a scope nothing was ever written to (a reset one was written)."""
+    head = await store.head(settings.namespace, scope)
+    if head.generation == 0 and head.sequence == 0:
+        kind, _, name = scope.partition(":")
+        what = f"{kind} {name}" if name else scope
+        raise NotFound(
+            f"no {what} in namespace {settings.namespace} of {settings.store_url}: nothing "
+            f"was ever written there (the threads: `{hint(settings, 'threads')}`)",
+            scope=scope,
+            namespace=settings.namespace,
+        )
+
+
+def confirm(settings: Settings, action: str) -> None:
+    """Ask a person at a terminal; without one, refuse (a usage error naming --yes)."""
+    if not sys.stdin.isatty():
+        _fail(
+            settings,
+            InvalidRequest(
+                f"not asked whether to {action}: no terminal is attached; pass --yes to confirm",
+                code="confirmation_required",
+                field="yes",
+            ),
+        )
+    if not click.confirm(action[0].upper() + action[1:] + "?", err=True):
+        _fail(
+            settings,
+            TetherError("not confirmed: nothing was changed", code="not_confirmed"),
+        )
+
+
 def _is_sqlite_file(url: str) -> bool:
     return "://" not in url or url.lower().startswith("sqlite://")
 
@@ -109,7 +156,8 @@ async def _open(settings: Settings, *, create: bool) -> Store:
         path, _ = parse_url(settings.store_url)
         if path != ":memory:" and not Path(path).exists():
             raise NotFound(
-                f"no store at {path}: run `tether demo` to make one, or pass --store URL",
+                f"no store at {path}: pass --store with an existing store's URL, or make "
+                f"this one with the demo's threads: `{hint(settings, 'demo')}`",
                 path=path,
             )
     from ..crypto import cipher_from_env
@@ -215,6 +263,9 @@ def main(ctx: click.Context, store_url: str, namespace: str, as_json: bool) -> N
     $TETHER_MASTER_KEY_FILE).
     """
     ctx.obj = Settings(store_url=store_url, namespace=namespace, json=as_json)
+    for name, value in (("namespace", namespace), ("store", store_url)):
+        if not value.strip():
+            _fail(ctx.obj, InvalidRequest(f"--{name} is empty: give it a name", field=name))
 
 
 def _settings(ctx: click.Context) -> Settings:
@@ -275,7 +326,7 @@ def threads(ctx: click.Context, limit: int, after: str | None, all_scopes: bool)
             )
         c.print(table)
         if not rows:
-            c.print("no threads yet: `tether demo` makes some")
+            c.print(f"no threads yet: `{hint(s, 'demo')}` makes some", soft_wrap=True)
         if nxt is not None:
             c.print(f"more: tether threads --after {nxt}")
 
@@ -360,7 +411,13 @@ def describe(
     req = request(
         s, thread=thread, user=user, app=app, include_data=data, stores=_stores(only), llm=llm
     )
-    result = run(s, lambda store: control.describe(store, req))
+
+    async def go(store: Store) -> control.StateOperationResult:
+        if req.scope is not None:
+            await written(store, s, req.scope)
+        return await control.describe(store, req)
+
+    result = run(s, go)
     emit(s, result.to_dict(), lambda c: render.describe(c, result))
 
 
@@ -398,7 +455,13 @@ def history(
         limit=limit,
         descending=desc,
     )
-    result = run(s, lambda store: control.history(store, req))
+
+    async def go(store: Store) -> control.StateOperationResult:
+        if req.scope is not None:
+            await written(store, s, req.scope)
+        return await control.history(store, req)
+
+    result = run(s, go)
     emit(s, result.to_dict(), lambda c: render.history(c, result, full=full))
 
 
@@ -422,7 +485,8 @@ def export(
     scope = req.scope
 
     async def go(store: Store) -> tuple[int, int]:
-        written = 0
+        await written(store, s, scope)
+        size = 0
         nodes = 0
         with progress(s, f"export {scope}") as bar:
             task = bar.add_task("export", total=None)
@@ -439,7 +503,7 @@ def export(
             try:
                 async for chunk in control.export_chunks(store, s.namespace, scope, progress=tick):
                     out.write(chunk)
-                    written += len(chunk)
+                    size += len(chunk)
                 if output == "-":
                     out.write(b"\n")
             except BaseException:
@@ -452,10 +516,10 @@ def export(
             else:
                 out.close()
                 os.replace(part, output)
-        return nodes, written
+        return nodes, size
 
     try:
-        nodes, written = run(s, go)
+        nodes, size = run(s, go)
     except OSError as e:
         _fail(s, TetherError(f"cannot write {output}: {e.strerror}", code="io"))
     if output != "-":
@@ -465,11 +529,11 @@ def export(
                 "namespace": s.namespace,
                 "scope": scope,
                 "nodes": nodes,
-                "bytes": written,
+                "bytes": size,
                 "path": output,
             },
             lambda c: c.print(
-                f"exported {nodes} nodes of {scope} to {output} ({render.size(written)})"
+                f"exported {nodes} nodes of {scope} to {output} ({render.size(size)})"
             ),
         )
 
@@ -603,7 +667,9 @@ def fork(ctx: click.Context, thread: str, node: str, new_thread: str | None) -> 
         result.to_dict(),
         lambda c: c.print(
             f"forked {result.created} from {node} ({result.metadata['nodes']} nodes); "
-            f"see it with: tether history --thread {result.metadata['thread']}"
+            f"see it with: "
+            f"{hint(s, 'history --thread ' + shlex.quote(result.metadata['thread']))}",
+            soft_wrap=True,  # a command to copy: never cut into lines
         ),
     )
 
@@ -663,8 +729,14 @@ def reset(
     elif req.stores:
         what = f"{', '.join(req.stores)} of {what}"
     if not yes:
-        click.confirm(f"Reset {what} in {s.store_url}?", abort=True, err=True)
-    result = run(s, lambda store: control.reset(store, req))
+        confirm(s, f"reset {what} in {s.store_url}")
+
+    async def go(store: Store) -> control.StateOperationResult:
+        if req.scope is not None:
+            await written(store, s, req.scope)
+        return await control.reset(store, req)
+
+    result = run(s, go)
     emit(s, result.to_dict(), lambda c: render.reset(c, result))
 
 
@@ -685,11 +757,10 @@ def erase_user(ctx: click.Context, user: str, yes: bool) -> None:
     s = _settings(ctx)
     req = request(s, user=user)  # validates the user id (a usage error, exit 2)
     if not yes:
-        click.confirm(
-            f"Erase user {req.user} of namespace {s.namespace} in {s.store_url}? "
-            "Their data cannot be recovered",
-            abort=True,
-            err=True,
+        confirm(
+            s,
+            f"erase user {req.user} of namespace {s.namespace} in {s.store_url} "
+            "(their data cannot be recovered)",
         )
     result = run(s, lambda store: control.erase_user(store, s.namespace, user))
     emit(
@@ -745,7 +816,12 @@ def compact(
         summary_max_tokens=summary_max_tokens,
         llm=llm,
     )
-    result = run(s, lambda store: control.compact(store, req))
+
+    async def go(store: Store) -> control.StateOperationResult:
+        await written(store, s, f"thread:{thread}")
+        return await control.compact(store, req)
+
+    result = run(s, go)
 
     def show(c: Console) -> None:
         (r,) = result.stores
@@ -775,6 +851,21 @@ def demo(ctx: click.Context, db: str, keep: bool) -> None:
     from .demo import run_demo
 
     s = _settings(ctx)
+    parent = ctx.parent
+    if parent is not None and parent.get_parameter_source("store_url") == COMMANDLINE:
+        if not _is_sqlite_file(s.store_url):
+            _fail(
+                s, InvalidRequest("the demo runs on a SQLite file: --store FILE.db", field="store")
+            )
+        from ..store.sqlite import parse_url
+
+        store_db = parse_url(s.store_url)[0]
+        if ctx.get_parameter_source("db") == COMMANDLINE and store_db != db:
+            _fail(s, InvalidRequest(f"--store {store_db} and --db {db}: give one", field="db"))
+        db = store_db
+    folder = Path(db).resolve().parent
+    if not folder.is_dir():
+        _fail(s, NotFound(f"cannot make the demo's store {db}: no directory {folder}", path=db))
     try:
         code = run_demo(db, fresh=not keep, as_json=s.json)
     except TetherError as e:
@@ -808,3 +899,23 @@ def _add_serve() -> None:
 _add_serve()
 
 from . import recall_cmd as _recall_cmd  # noqa: E402,F401  (registers recall and reindex)
+
+
+def _json_after(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.obj = dataclasses.replace(_settings(ctx), json=True)
+
+
+# `--json` after the subcommand too (`tether history -t x --json`), as before it
+for _cmd in main.commands.values():
+    if _cmd.name != "serve" and not any("--json" in p.opts for p in _cmd.params):
+        _cmd.params.append(
+            click.Option(
+                ["--json"],
+                is_flag=True,
+                expose_value=False,
+                is_eager=True,
+                callback=_json_after,
+                help="Print JSON for scripts (the same as tether --json COMMAND).",
+            )
+        )

@@ -650,3 +650,36 @@ async def test_user_variables_without_a_user_only_fail_templates_that_use_them()
     r = await agent.step("go on")
     assert r.status == "failed" and r.error is not None
     assert r.error.code == "template" and "tier" in r.error.message
+
+
+@pytest.mark.parametrize("value", ["{{ output }}", "{{ output | default('x') ~ '' }}"])
+async def test_output_outside_a_condition_is_an_unknown_name(value: str) -> None:
+    """Only conditions see `output`; a var_set value naming it fails like any unknown name
+    (it never renders None), and nothing is written to the variable."""
+    spec = Spec(
+        nodes=[
+            LLMNode(name="a"),
+            VarNode(name="city", type="string", default="none"),
+            VarSetNode(name="keep", var="city", value=value),
+        ],
+        edges=[Edge(src="a", dst="keep", condition="{{ output != '' }}")],
+        start="a",
+    )
+    store = MemoryStore()
+    agent = Agent(spec, ScriptedModel([Rule(answer="Oslo")]), store=store)
+    r = await agent.step("hi", thread="t")
+    if "default" in value:  # jinja's `default` filter is how a template tests for a name
+        assert r.status == "completed"
+        return
+    assert r.status == "failed" and r.error is not None and r.error.code == "template"
+    assert "'output' is undefined" in r.error.message
+    kinds = [n.kind for n in await nodes(store, "thread:t")]
+    assert kinds == ["goal", "inference", "protocol_error"]  # no variable write (resource)
+    # in the edge's condition (above) `output` is the node's output, as documented
+    ok = Spec(
+        nodes=(*spec.nodes[:2], VarSetNode(name="keep", var="city", value="{{ input }}")),
+        edges=spec.edges,
+        start="a",
+    )
+    done = await Agent(ok, ScriptedModel([Rule(answer="Oslo")]), store=MemoryStore()).step("hi")
+    assert done.status == "completed"

@@ -101,6 +101,9 @@ _STATUS_KINDS: Final = frozenset(
 )
 
 
+_NO_OUTPUT: Any = object()  # a template outside a condition has no `output`
+
+
 class Executor(ToolCalls):
     """Drives runs of one spec against one store namespace. Stateless between calls."""
 
@@ -479,10 +482,12 @@ class Executor(ToolCalls):
         rc: RunContext,
         *,
         input: Any = None,
-        output: Any = None,
+        output: Any = _NO_OUTPUT,
         node: str | None = None,
         loop_index: int | None = None,
     ) -> dict[str, Any]:
+        """What a template sees. ``output`` only where it exists (conditions: edges and
+        loops); elsewhere naming it raises like any unknown name, never renders None."""
         variables: dict[str, Any] = {}
         if self.spec.var_decls:
             v = self._variables(rc)
@@ -496,13 +501,14 @@ class Executor(ToolCalls):
                         variables[d.name] = await v.get(d.name)
         scope: dict[str, Any] = {
             "input": input,
-            "output": output,
             "variables": variables,
             "nodes": rc.view.outputs(),
             "context": rc.context,
             "run": rc.run_id,
             "thread": rc.thread,
         }
+        if output is not _NO_OUTPUT:
+            scope["output"] = output
         # Inside a loop body (and in a loop's own condition) templates see the
         # iteration: ``loop_index`` (seed 004 also offers it as variables.loop_index)
         # and, for nested loops, ``loops.<name>.index``.

@@ -538,15 +538,6 @@ def export(
         )
 
 
-def _read_input(s: Settings, path: str) -> bytes:
-    try:
-        if path == "-":
-            return sys.stdin.buffer.read()
-        return Path(path).read_bytes()
-    except OSError as e:
-        _fail(s, TetherError(f"cannot read {path}: {e.strerror}", code="io"))
-
-
 @main.command(name="import")
 @click.argument("file")
 @scope_options
@@ -573,7 +564,8 @@ def import_cmd(
             ),
         )
     scope = req.scope
-    data = _read_input(s, file)
+    # Read as a stream (limits enforced while it is read), never whole into memory.
+    data = sys.stdin.buffer if file == "-" else Path(file)
 
     async def go(store: Store) -> int:
         state = await control.import_snapshot(store, s.namespace, scope, data, replace=replace)
@@ -613,7 +605,8 @@ def verify(
     s = _settings(ctx)
     req = request(s, thread=thread, user=user, app=app)
     if file is not None:
-        found = [control.verify_snapshot(_read_input(s, file), name=file)]
+        source = sys.stdin.buffer if file == "-" else Path(file)
+        found = [control.verify_snapshot(source, name=file)]
     else:
 
         async def go(store: Store) -> list[ScopeCheck]:

@@ -27,15 +27,21 @@ that user too, so erasing the user erases the fork.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable
-from typing import Any, Final
+import io
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from typing import IO, Any, Final
 
 import orjson
 
 from ..core.erased import erased_placeholders
 from ..core.errors import Conflict, InvalidSnapshot, NotFound, StoreError
 from ..core.graph import DEFAULT_LIMITS, SNAPSHOT_VERSION, AgentState, CausalNode, Limits
+from ..core.snapshot_stream import CHUNK, SnapshotStream
 from ..core.validate import NodeChecker
 from ..core.vocab import Vocabulary
 from ..crypto import bind_thread, bound_user, encrypted
@@ -131,6 +137,26 @@ async def export_snapshot(store: Store, namespace: str, scope: str) -> bytes:
 # --------------------------------------------------------------------------- import
 
 
+Source = bytes | str | dict[str, Any] | AgentState | os.PathLike[str] | IO[bytes]
+"""A snapshot from outside: JSON bytes or text, decoded JSON, a file's path or a binary file."""
+
+# A file up to this size is checked and written from one read (its nodes are held
+# between the two); a larger one is read twice, holding one batch at a time.
+_HOLD_BYTES: Final = 16 << 20
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ImportedSnapshot:
+    """What an import wrote: how many nodes, the frontier, the file's SHA-256 (if streamed)."""
+
+    nodes: int
+    frontier: list[str]
+    sha256: str = ""
+
+    def __len__(self) -> int:
+        return self.nodes
+
+
 def load_snapshot(
     data: bytes | str | dict[str, Any] | AgentState,
     *,
@@ -145,24 +171,118 @@ def load_snapshot(
     return AgentState.from_json(data, limits=limits, vocabulary=vocabulary)
 
 
+@contextlib.contextmanager
+def _open(data: bytes | str | os.PathLike[str] | IO[bytes]) -> Iterator[IO[bytes]]:
+    if isinstance(data, bytes | bytearray | memoryview):
+        yield io.BytesIO(data)
+    elif isinstance(data, str):
+        yield io.BytesIO(data.encode("utf-8", "surrogatepass"))
+    elif isinstance(data, os.PathLike):
+        try:
+            f = open(data, "rb")  # noqa: SIM115 - closed below
+        except OSError as e:
+            raise InvalidSnapshot(
+                f"cannot read {os.fspath(data)!r}: {e.strerror}", code="io"
+            ) from None
+        with f:
+            yield f
+    elif data.seekable():
+        yield data
+    else:
+        # A pipe is read once into a spool (memory up to _HOLD_BYTES, then a temporary file).
+        with tempfile.SpooledTemporaryFile(max_size=_HOLD_BYTES) as spool:
+            shutil.copyfileobj(data, spool, CHUNK)
+            spool.seek(0)
+            yield spool
+
+
+def check_snapshot_file(
+    data: Source,
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+    vocabulary: Vocabulary | None = None,
+) -> ImportedSnapshot:
+    """Check a snapshot as a stream (limits enforced while it is read), holding no node."""
+    if isinstance(data, dict | AgentState):
+        state = load_snapshot(data, limits=limits, vocabulary=vocabulary)
+        return ImportedSnapshot(len(state), state.frontier)
+    with _open(data) as f:
+        s = SnapshotStream(f, limits=limits, vocabulary=vocabulary)
+        for _ in s.batches():
+            pass
+        return ImportedSnapshot(s.count, s.frontier, s.sha256)
+
+
 async def import_snapshot(
     store: Store,
     namespace: str,
     scope: str,
-    data: bytes | str | dict[str, Any] | AgentState,
+    data: Source,
     *,
     replace: bool = False,
     limits: Limits = DEFAULT_LIMITS,
     vocabulary: Vocabulary | None = None,
-) -> AgentState:
-    """Validate ``data`` and write it into ``scope`` in one commit; return what was written.
+) -> ImportedSnapshot:
+    """Validate ``data`` and write it into ``scope`` in one commit; say what was written.
 
-    The scope must be empty (never used, or reset) unless ``replace`` is set, in
-    which case it is reset first (only once the snapshot has passed validation).
-    Raises ``InvalidSnapshot`` (nothing written) or ``Conflict`` (code
-    ``scope_not_empty``, or another writer got there first; nothing written).
+    A snapshot given as bytes, text, a path or a file is read as a stream: every
+    limit is enforced while it is read, so a file over one is refused before it
+    is all read, and a valid one is checked in full, then written (on SQLite) a
+    batch at a time inside one transaction. The scope must be empty (never used,
+    or reset) unless ``replace`` is set, in which case it is reset first (only
+    once the snapshot has passed validation). Raises ``InvalidSnapshot`` (nothing
+    written) or ``Conflict`` (code ``scope_not_empty``, or another writer got
+    there first; nothing written).
     """
-    state = load_snapshot(data, limits=limits, vocabulary=vocabulary)
+    if isinstance(data, dict | AgentState):
+        state = load_snapshot(data, limits=limits, vocabulary=vocabulary)
+        await _write(
+            store,
+            namespace,
+            scope,
+            replace,
+            len(state),
+            lambda: [state.nodes],
+            tuple(state.frontier),
+        )
+        return ImportedSnapshot(len(state), state.frontier)
+    with _open(data) as f:
+        start = f.tell()
+        first = SnapshotStream(f, limits=limits, vocabulary=vocabulary)
+        held: list[list[CausalNode]] | None = []
+        for batch in first.batches():
+            if held is not None:
+                held.append(batch)
+                if first._t.read > _HOLD_BYTES:
+                    held = None  # too big to hold: read it again to write it
+        checked = ImportedSnapshot(first.count, first.frontier, first.sha256)
+
+        def again() -> Iterator[list[CausalNode]]:
+            f.seek(start)
+            second = SnapshotStream(f, limits=limits, vocabulary=vocabulary)
+            yield from second.batches()
+            if second.sha256 != checked.sha256:
+                raise InvalidSnapshot(
+                    "the snapshot file changed while it was imported; nothing was written",
+                    code="changed",
+                )
+
+        batches = (lambda: held) if held is not None else again
+        await _write(
+            store, namespace, scope, replace, checked.nodes, batches, tuple(checked.frontier)
+        )
+        return checked
+
+
+async def _write(
+    store: Store,
+    namespace: str,
+    scope: str,
+    replace: bool,
+    count: int,
+    batches: Callable[[], Iterable[Sequence[CausalNode]]],
+    frontier: tuple[str, ...],
+) -> None:
     head = await store.head(namespace, scope)
     if head.sequence > 0:
         if not replace:
@@ -174,20 +294,14 @@ async def import_snapshot(
                 scope=scope,
             )
         head = await store.reset_scope(namespace, scope)
-    if len(state):
-        await store.commit(
+    if count:
+        await store.commit_stream(
             namespace,
-            [
-                ScopeWrite(
-                    scope=scope,
-                    expected_generation=head.generation,
-                    expected_sequence=head.sequence,
-                    nodes=tuple(state.nodes),
-                    frontier=tuple(state.frontier),
-                )
-            ],
+            scope,
+            expected_generation=head.generation,
+            batches=batches,
+            frontier=frontier,
         )
-    return state
 
 
 # --------------------------------------------------------------------------- verify
@@ -279,14 +393,14 @@ async def verify_scope(
 
 
 def verify_snapshot(
-    data: bytes | str | dict[str, Any], *, name: str = "snapshot", limits: Limits = DEFAULT_LIMITS
+    data: Source, *, name: str = "snapshot", limits: Limits = DEFAULT_LIMITS
 ) -> ScopeCheck:
-    """Check a snapshot from outside without writing it anywhere."""
+    """Check a snapshot from outside without writing it anywhere (streamed, like import)."""
     try:
-        state = load_snapshot(data, limits=limits)
+        checked = check_snapshot_file(data, limits=limits)
     except InvalidSnapshot as e:
         return _failed(name, e, e.index or 0)
-    return ScopeCheck(scope=name, ok=True, checked=len(state))
+    return ScopeCheck(scope=name, ok=True, checked=checked.nodes)
 
 
 # --------------------------------------------------------------------------- fork

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from .canonical import MAX_SAFE_INT, CanonicalError
 
-__all__ = ["check_depth", "loads"]
+__all__ = ["check_depth", "decode_at", "loads"]
 
 # A decimal integer of 15 digits or fewer is always within ±(2**53-1).
 _SAFE_DIGITS: Final = 15
@@ -158,6 +158,29 @@ def loads(data: bytes | bytearray | memoryview | str, *, max_depth: int | None =
     if suspicious and _has_lone_surrogate(value):
         raise CanonicalError("shape", "a string holds a lone surrogate (invalid Unicode)")
     return value
+
+
+def decode_at(text: str, pos: int) -> tuple[Any, int]:
+    """Parse one JSON value of ``text`` starting at ``pos``; return it and where it ends.
+
+    For readers that stream a document (snapshot import): the policy is the one of
+    ``loads`` (CanonicalError with its code), except that text which is not JSON
+    raises ``json.JSONDecodeError`` so the caller can tell a value cut short by its
+    buffer (read more, try again) from a bad one. Depth is the caller's to check.
+    """
+    try:
+        value, end = _DECODER.raw_decode(text, pos)
+    except CanonicalError:
+        raise
+    except RecursionError:
+        raise CanonicalError("too_large", "JSON nested too deeply") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as e:
+        raise CanonicalError("number_range", f"number rejected: {e}") from None
+    if _has_surrogate_text(text[pos:end]) and _has_lone_surrogate(value):
+        raise CanonicalError("shape", "a string holds a lone surrogate (invalid Unicode)")
+    return value, end
 
 
 def _has_surrogate_text(text: str) -> bool:

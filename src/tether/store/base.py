@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
@@ -231,6 +231,37 @@ class Store(ABC):
         """
         check_writes(namespace, writes)
         await self._do_commit(namespace, writes)
+
+    async def commit_stream(
+        self,
+        namespace: str,
+        scope: str,
+        *,
+        expected_generation: int,
+        batches: Callable[[], Iterable[Sequence[CausalNode]]],
+        frontier: tuple[str, ...],
+    ) -> None:
+        """Write a whole scope (empty at ``expected_generation``) from batches, atomically.
+
+        ``batches()`` produces the nodes (sequences 1..n, in order) a batch at a
+        time; it may be called again from the start if the backend retries. The
+        scope ends with ``frontier``. All or nothing, like ``commit``. This default
+        holds every node at once; a backend that can write inside one transaction
+        batch by batch (SQLite) overrides it, so an import holds one batch.
+        """
+        nodes = tuple(n for b in batches() for n in b)
+        await self.commit(
+            namespace,
+            [
+                ScopeWrite(
+                    scope=scope,
+                    expected_generation=expected_generation,
+                    expected_sequence=0,
+                    nodes=nodes,
+                    frontier=frontier,
+                )
+            ],
+        )
 
     async def reset_scope(self, namespace: str, scope: str) -> Head:
         """Delete the scope's nodes and bump its generation; return the new head."""

@@ -61,6 +61,7 @@ from .base import (
     ScopeStats,
     ScopeWrite,
     Store,
+    check_writes,
     conflict,
 )
 from .keys import KeyStore, MemoryKeyStore
@@ -381,6 +382,67 @@ class SQLiteStore(Store):
     async def _do_commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
         prepared = [self._prepare(namespace, w) for w in writes]
         await self._call(self._commit, namespace, prepared)
+
+    async def commit_stream(
+        self,
+        namespace: str,
+        scope: str,
+        *,
+        expected_generation: int,
+        batches: Callable[[], Iterable[Sequence[CausalNode]]],
+        frontier: tuple[str, ...],
+    ) -> None:
+        # One transaction, written a batch at a time on the store's thread: the
+        # caller's batches are read there too, so only one batch is held.
+        await self._call(
+            self._commit_stream, namespace, scope, expected_generation, batches, frontier
+        )
+
+    def _commit_stream(
+        self,
+        namespace: str,
+        scope: str,
+        generation: int,
+        batches: Callable[[], Iterable[Sequence[CausalNode]]],
+        frontier: tuple[str, ...],
+    ) -> None:
+        c = self._c
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            seq = 0
+            pending: tuple[CausalNode, ...] = ()
+            for batch in batches():
+                if pending:
+                    # Not the last batch: its frontier is never seen (the transaction
+                    # commits whole), so the compact one-head form stands in.
+                    seq = self._stream_one(namespace, scope, generation, seq, pending, None)
+                pending = tuple(batch)
+            if pending:
+                self._stream_one(namespace, scope, generation, seq, pending, frontier)
+            c.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _stream_one(
+        self,
+        namespace: str,
+        scope: str,
+        generation: int,
+        seq: int,
+        nodes: tuple[CausalNode, ...],
+        frontier: tuple[str, ...] | None,
+    ) -> int:
+        w = ScopeWrite(
+            scope=scope,
+            expected_generation=generation,
+            expected_sequence=seq,
+            nodes=nodes,
+            frontier=(nodes[-1].id,) if frontier is None else frontier,
+        )
+        check_writes(namespace, [w])
+        self._commit_one(namespace, self._prepare(namespace, w))
+        return seq + len(nodes)
 
     def _prepare(self, namespace: str, w: ScopeWrite) -> _Prepared:
         # Everything that needs no lock is done before BEGIN IMMEDIATE.

@@ -357,3 +357,63 @@ def test_the_index_agrees_with_the_threads(ops: list[tuple[str, int]]) -> None:
         assert indexed == derived
 
     asyncio.run(go())
+
+
+async def test_the_index_keeps_each_runs_own_times_after_import_fork_and_reindex(
+    tmp_path: Path,
+) -> None:
+    """An entry written after the fact (import, fork, reindex) carries the time of the
+    run's last status change, as the thread's task history says, not the time it was
+    written."""
+    store = await tether.open_store(f"sqlite:///{tmp_path / 't.db'}")
+    try:
+        a = agent(store)
+        await a.step("look q", thread="c")
+        await a.step("pay 3", thread="p")
+
+        async def own(thread: str) -> list[tuple[str, str]]:
+            return [
+                (t.started_at, t.updated_at) for t in await control.task_states(store, NS, thread)
+            ]
+
+        async def indexed(thread: str) -> list[tuple[str, str]]:
+            return [(r.started_at, r.updated_at) for r in (await a.runs(thread=thread)).runs]
+
+        assert await indexed("c") == await own("c") and await indexed("p") == await own("p")
+        await asyncio.sleep(0.05)  # later commits get later times
+        snap = (await control.export(store, namespace=NS, thread="c")).snapshot
+        await control.import_(store, namespace=NS, thread="c2", snapshot=snap)
+        call_node = next(n for n in await store.nodes(NS, "thread:p") if n.kind == "tool_call")
+        await control.fork(store, namespace=NS, thread="p", node=call_node.id, new_thread="p2")
+        assert await indexed("c2") == await own("c2") == await own("c")
+        assert await indexed("p2") == await own("p2") == await own("p")
+        await control.reset(store, namespace=NS, app=True)
+        await asyncio.sleep(0.05)
+        assert await control.reindex(store, NS) == 4
+        for thread in ("c", "c2", "p", "p2"):
+            assert await indexed(thread) == await own(thread), thread
+    finally:
+        await store.close()
+
+
+def test_cli_import_indexes_the_runs_it_brings(tmp_path: Path) -> None:
+    db = tmp_path / "cli.db"
+
+    async def fill() -> None:
+        async with agent(await tether.open_store(str(db))) as a:
+            await a.step("pay 7", thread="waiting")
+            await a.close()
+
+    asyncio.run(fill())
+    runner = CliRunner()
+    snap = tmp_path / "w.json"
+    out = runner.invoke(main, ["--store", str(db), "export", "-t", "waiting", "-o", str(snap)])
+    assert out.exit_code == 0, out.output
+    r = runner.invoke(main, ["--store", str(db), "import", str(snap), "--new-thread", "copy"])
+    assert r.exit_code == 0, r.output
+    listed = orjson.loads(runner.invoke(main, ["--store", str(db), "--json", "runs"]).stdout)
+    runs = {x["thread"]: x for x in listed["runs"]}
+    assert set(runs) == {"waiting", "copy"}  # no --reindex needed
+    assert runs["copy"]["status"] == "suspended"
+    for key in ("started_at", "updated_at", "pending"):
+        assert runs["copy"][key] == runs["waiting"][key], key

@@ -569,6 +569,8 @@ def import_cmd(
 
     async def go(store: Store) -> int:
         state = await control.import_snapshot(store, s.namespace, scope, data, replace=replace)
+        if scope.startswith("thread:"):  # its runs are in `tether runs` at once
+            await control.tasks.index_thread(store, s.namespace, scope[7:])
         return len(state)
 
     nodes = run(s, go, create=True)

@@ -15,6 +15,7 @@ index in the namespace's ``app`` graph: one ``resource`` node per status change,
 resourceKey ``task:<len(thread)>:<thread>:<run>`` (the length makes the key
 unambiguous whatever the ids hold, and gives every thread an indexed prefix),
 payload ``{"thread", "run", "status", "started_at", "metadata", "pending"}``
+(and ``updated_at`` when written after the fact: an import, a fork, a reindex)
 (``pending``: ``[{"call_id", "name"}]`` of a suspended run). It is appended in the
 same commit as the node that changed the status, so the index never disagrees
 with the thread at a commit boundary. ``{"thread", "run", "deleted": true}``
@@ -294,7 +295,7 @@ def summary_of(payload: Any, updated_at: str) -> RunSummary | None:
         run=str(p.get("run")),
         status=p["status"],
         started_at=str(p.get("started_at") or updated_at),
-        updated_at=updated_at,
+        updated_at=str(p.get("updated_at") or updated_at),
         metadata=dict(p.get("metadata") or {}),
         pending=tuple(dict(x) for x in p.get("pending") or ()),
         seq=p["seq"] if isinstance(p.get("seq"), int) else 0,
@@ -510,6 +511,13 @@ async def index_thread(store: Store, namespace: str, thread: str) -> int:
     """Bring the index entries of one thread in line with its runs; returns entries written."""
     nodes = await _thread_nodes(store, namespace, thread)
     views = _views(nodes)
+    # An entry written here (an import, a fork, a reindex) carries the run's own time of
+    # its last status change, not the time of this commit; an entry already right (the
+    # runtime writes it in the commit of the change) is left as it is.
+    of_run: dict[Any, list[CausalNode]] = {}
+    for n in nodes:
+        of_run.setdefault(run_of(n), []).append(n)
+    changed = {v.run_id: transitions(v.goal, of_run.get(v.run_id, []))[-1].at for v in views}
 
     async def build(txn: Transaction) -> int:
         await txn.head(scopes.APP)
@@ -521,7 +529,9 @@ async def index_thread(store: Store, namespace: str, thread: str) -> int:
             live.add(key)
             entry = run_entry(thread, view)
             head = current.get(key)
-            if head is None or head.payload != entry:
+            old = head.payload if head is not None and isinstance(head.payload, dict) else None
+            if old is None or {k: v for k, v in old.items() if k != "updated_at"} != entry:
+                entry["updated_at"] = changed[view.run_id]
                 await txn.append(scopes.APP, "resource", entry, resource_key=key)
                 written += 1
         stale = {k: h for k, h in current.items() if k not in live}

@@ -2,7 +2,7 @@
 
 The test downloads the sdist of the installed langgraph from the package index
 (``pip download --no-deps --no-binary :all: langgraph==X``) into
-``~/.cache/tether-tests/langgraph-X`` (outside the repository; reused by later
+``~/.cache/tether-tests`` (tests/_sdist.py) (outside the repository; reused by later
 runs), and runs its ``tests/`` in a subprocess with
 ``tests/langgraph_pregel/tether_lg_plugin.py`` in place of LangGraph's
 ``conftest.py``: every test that takes LangGraph's ``sync_checkpointer`` or
@@ -30,17 +30,15 @@ What runs, and why (about 650 tests per backend, every durability mode):
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import subprocess
 import sys
-import tarfile
-import tempfile
-from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+
+from _sdist import sdist
 
 pytest.importorskip("langgraph.graph")
 pytest.importorskip("pytest_mock")
@@ -49,7 +47,6 @@ pytest.importorskip("syrupy")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 PLUGIN_DIR = Path(__file__).resolve().parent / "langgraph_pregel"
-CACHE = Path(os.environ.get("TETHER_TEST_CACHE", Path.home() / ".cache" / "tether-tests"))
 
 # LangGraph's test files that take a checkpointer fixture (langgraph 1.2.x).
 FILES = [
@@ -77,37 +74,7 @@ FILES = [
 
 def _sdist() -> Path:
     """The unpacked sdist of the installed langgraph, downloaded once into the cache."""
-    ver = version("langgraph")
-    root = CACHE / f"langgraph-{ver}"
-    src = root / f"langgraph-{ver}"
-    if (src / "tests" / "conftest.py").exists():
-        return src
-    root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=root) as tmp:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                f"langgraph=={ver}",
-                "-d",
-                tmp,
-            ],
-            check=True,
-            timeout=300,
-        )
-        (archive,) = Path(tmp).glob("langgraph-*.tar.gz")
-        with tarfile.open(archive) as tar:
-            tar.extractall(tmp, filter="data")
-        with contextlib.suppress(OSError):  # another process unpacked it first
-            Path(tmp, f"langgraph-{ver}").rename(src)
-    assert (src / "tests" / "conftest.py").exists(), src
-    return src
+    return sdist("langgraph", "tests/conftest.py")
 
 
 def _run(sdist: Path, sync: str, async_: str) -> subprocess.CompletedProcess[str]:

@@ -2,7 +2,7 @@
 
 The test downloads the sdist of the installed ``langgraph-checkpoint`` from the
 package index (``pip download --no-deps --no-binary :all:``) into
-``~/.cache/tether-tests/langgraph-checkpoint-X`` (outside the repository; reused by
+``~/.cache/tether-tests`` (tests/_sdist.py) (outside the repository; reused by
 later runs) and runs its ``tests/test_store.py`` in a subprocess with a plugin
 (written here into a temporary directory) that puts ``TetherStore.from_url(url,
 **kwargs)`` wherever that file builds an ``InMemoryStore(**kwargs)``: every
@@ -22,19 +22,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
-from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+
+from _sdist import sdist
 
 pytest.importorskip("langgraph.store.memory")
 pytest.importorskip("pytest_mock")
 
 pytestmark = [pytest.mark.timeout(900)]
 
-CACHE = Path(os.environ.get("TETHER_TEST_CACHE", Path.home() / ".cache" / "tether-tests"))
 
 PLUGIN = r"""
 import os, tempfile, pytest
@@ -71,22 +70,7 @@ def _tether_store(request, monkeypatch):
 
 
 def _sdist() -> Path:
-    ver = version("langgraph-checkpoint")
-    root = CACHE / f"langgraph-checkpoint-{ver}"
-    unpacked = root / f"langgraph_checkpoint-{ver}"
-    if (unpacked / "tests" / "test_store.py").exists():
-        return unpacked
-    root.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-         f"langgraph-checkpoint=={ver}", "-d", str(root)],
-        check=True,
-        capture_output=True,
-    )
-    (archive,) = root.glob("*.tar.gz")
-    with tarfile.open(archive) as tar:
-        tar.extractall(root, filter="data")
-    return unpacked
+    return sdist("langgraph-checkpoint", "tests/test_store.py")
 
 
 @pytest.mark.parametrize("url", ["memory://", "sqlite"])

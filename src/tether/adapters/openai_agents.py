@@ -220,9 +220,13 @@ class TetherSession:
                     self._bridge.stop()
         return _Closed()
 
+    def _closed_message(self) -> str:
+        # The SDK's sessions say "<class> is closed" (SQLiteSession, AsyncSQLiteSession...).
+        return f"{type(self).__name__} is closed (session {self.session_id!r})"
+
     async def _run(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         if self._closed:
-            raise SessionClosed(f"TetherSession {self.session_id!r} is closed")
+            raise SessionClosed(self._closed_message())
         return await self._bridge.run(make)
 
     async def _visible(
@@ -258,7 +262,7 @@ class TetherSession:
         n = resolve_session_limit(limit, self.session_settings)
         if n is not None and n <= 0:
             if self._closed:
-                raise SessionClosed(f"TetherSession {self.session_id!r} is closed")
+                raise SessionClosed(self._closed_message())
             return []
 
         async def read() -> list[Any]:
@@ -270,7 +274,7 @@ class TetherSession:
     async def add_items(self, items: list[Any]) -> None:
         """Append items in order, atomically (a bad item raises and writes nothing)."""
         if self._closed:
-            raise SessionClosed(f"TetherSession {self.session_id!r} is closed")
+            raise SessionClosed(self._closed_message())
         if not items:
             return
         planned = [item_node(item, self.llm) for item in items]

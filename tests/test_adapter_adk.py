@@ -35,7 +35,7 @@ from google.adk.runners import Runner
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.genai import types
 
-from tether.adapters.adk import TetherSessionService
+from tether.adapters.adk import DuplicateEventId, InvalidStateValue, TetherSessionService
 from tether.store import Store, open_store
 from tether.store.in_memory import MemoryStore
 
@@ -200,11 +200,13 @@ async def test_events_are_conversation_nodes() -> None:
     store = MemoryStore()
     service = TetherSessionService(store)
     s = await service.create_session(app_name=APP, user_id="u", session_id="s")
-    await service.append_event(s, _event("hello"))
-    await service.append_event(s, _event("hi there", author="agent"))
+    e1 = await service.append_event(s, _event("hello"))
+    e2 = await service.append_event(s, _event("hi there", author="agent"))
     nodes = await store.nodes(APP, "thread:u/s")
     kinds = [(n.kind, n.resource_key) for n in nodes]
-    assert ("goal", None) in kinds and ("inference", None) in kinds
+    # an event's id is its node's resource key: a second event with that id is refused
+    assert ("goal", f"adk:event:{e1.id}") in kinds
+    assert ("inference", f"adk:event:{e2.id}") in kinds
     goal = next(n.payload for n in nodes if n.kind == "goal")
     assert goal["input"] == "hello" and goal["run"] == "inv-1"
 
@@ -304,3 +306,20 @@ async def test_runner_end_to_end_sqlite(tmp_path: Path) -> None:
         await _runner_loop(store)
     finally:
         await store.close()
+
+
+async def test_duplicate_ids_and_non_json_state_are_refused_with_nothing_written(
+    service: TetherSessionService,
+) -> None:
+    s = await service.create_session(app_name=APP, user_id="u", session_id="s")
+    first = await service.append_event(s, _event("one", delta={"a": 1}))
+    other = _event("other", delta={"a": 2})
+    other.id = first.id
+    with pytest.raises(DuplicateEventId) as e:
+        await service.append_event(s, other)
+    assert isinstance(e.value, AlreadyExistsError) and e.value.code == "duplicate_event_id"
+    with pytest.raises(InvalidStateValue) as bad:
+        await service.append_event(s, _event("x", delta={"f": object()}))
+    assert isinstance(bad.value, TypeError) and bad.value.code == "invalid_state_value"
+    stored = await service.get_session(app_name=APP, user_id="u", session_id="s")
+    assert stored is not None and _texts(stored) == ["one"] and stored.state == {"a": 1}

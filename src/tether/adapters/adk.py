@@ -22,9 +22,12 @@ Where ADK's state goes (docs/adapters.md):
   ``tool_result``; ``run`` is ADK's invocation id. An event and the state it
   changes (in up to three scopes) commit in one transaction.
 
-``append_event`` refuses a session object older than the stored session
-(``StaleSessionError``, like ADK's database services): tether's optimistic
-concurrency carries over to ADK.
+``append_event`` follows ADK's database services: it refuses a session object
+older than the stored session (``StaleSessionError``) and an event whose id the
+session already holds (``DuplicateEventId``, an ADK ``AlreadyExistsError``), and
+stores state values in their JSON form (a datetime as its ISO string). The empty
+user id is accepted, as every ADK service accepts it. Where ADK's own services
+differ, docs/adapters.md lists it (tests/test_adk_contract.py runs them side by side).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from google.adk.sessions.base_session_service import (
 )
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
+from pydantic_core import to_jsonable_python
 
 from ..core import scopes
 from ..core.errors import InvalidRequest
@@ -53,14 +57,59 @@ from ..core.graph import CausalNode
 from ..store import Store
 from ..store.txn import Transaction, transact
 
-__all__ = ["TetherSessionService"]
+__all__ = ["DuplicateEventId", "InvalidStateValue", "TetherSessionService"]
+
+
+class DuplicateEventId(InvalidRequest, AlreadyExistsError):
+    """An event whose id the session already holds. Nothing is written: ADK's database
+    services refuse it too (the event id is part of their primary key). An
+    ``AlreadyExistsError``, as ADK raises for a session id that is taken."""
+
+    default_code = "duplicate_event_id"
+
+
+class InvalidStateValue(InvalidRequest, TypeError):
+    """A state value with no JSON form (not even pydantic's: datetimes, enums, models
+    and bytes have one). ADK's database service stores ``str(value)`` with a warning;
+    tether refuses it and writes nothing. A ``TypeError``, as ``json.dumps`` raises."""
+
+    default_code = "invalid_state_value"
 
 _PAGE: Final = 256
 _SESSION_KEY: Final = "adk:session"
 
 
 def _quote_user(user_id: str) -> str:
-    return user_id.replace("%", "%25").replace("/", "%2F")
+    # "%" alone (never the quoting of a non-empty id) is the empty user id.
+    return user_id.replace("%", "%25").replace("/", "%2F") if user_id else "%"
+
+
+def _user_scope(user_id: str) -> str:
+    """``user:<id>``; the empty id (ADK accepts it) is ``user:%`` and a leading ``%`` is
+    quoted (``%25``), so the mapping stays one-to-one."""
+    if not isinstance(user_id, str):
+        raise InvalidRequest("an ADK user_id is a string", field="user_id")
+    if not user_id:
+        return scopes.user("%")
+    return scopes.user("%25" + user_id[1:] if user_id.startswith("%") else user_id)
+
+
+def _json_deltas(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """ADK's state deltas in their JSON form, as ADK's database services store them
+    (``to_jsonable_python``: a datetime becomes its ISO string); a value with no JSON
+    form raises ``InvalidStateValue``."""
+    deltas = _session_util.extract_state_delta(state)
+    try:
+        safe: dict[str, dict[str, Any]] = to_jsonable_python(deltas)
+    except Exception as e:  # pydantic_core's PydanticSerializationError and kin
+        raise InvalidStateValue(
+            f"a state value has no JSON form: {e}", field="state"
+        ) from e
+    return safe
+
+
+def _event_key(event_id: str) -> str:
+    return f"adk:event:{event_id}"
 
 
 def _var(name: str, value: Any) -> dict[str, Any]:
@@ -113,8 +162,8 @@ class TetherSessionService(BaseSessionService):
 
     @staticmethod
     def _thread(user_id: str, session_id: str) -> str:
-        if not isinstance(user_id, str) or not user_id:
-            raise InvalidRequest("an ADK user_id is a non-empty string", field="user_id")
+        if not isinstance(user_id, str):
+            raise InvalidRequest("an ADK user_id is a string", field="user_id")
         return scopes.thread(f"{_quote_user(user_id)}/{session_id}")
 
     # -- reading -----------------------------------------------------------------
@@ -127,7 +176,7 @@ class TetherSessionService(BaseSessionService):
         state = await self._vars(ns, thread)
         for k, v in (await self._vars(ns, scopes.APP)).items():
             state[State.APP_PREFIX + k] = v
-        for k, v in (await self._vars(ns, scopes.user(user_id))).items():
+        for k, v in (await self._vars(ns, _user_scope(user_id))).items():
             state[State.USER_PREFIX + k] = v
         return state
 
@@ -161,7 +210,7 @@ class TetherSessionService(BaseSessionService):
     ) -> Session:
         session_id = (session_id.strip() if session_id else None) or str(uuid.uuid4())
         ns, thread = self._ns(app_name), self._thread(user_id, session_id)
-        deltas = _session_util.extract_state_delta(state or {})
+        deltas = _json_deltas(state or {})
         created = time.time()
 
         async def fn(txn: Transaction) -> None:
@@ -195,7 +244,7 @@ class TetherSessionService(BaseSessionService):
     ) -> None:
         for scope, delta in (
             (scopes.APP, deltas["app"]),
-            (scopes.user(user_id), deltas["user"]),
+            (_user_scope(user_id), deltas["user"]),
             (thread, deltas["session"]),
         ):
             for k, v in delta.items():
@@ -272,7 +321,7 @@ class TetherSessionService(BaseSessionService):
             await self.store.reset_scope(ns, thread)
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
-        return await self._vars(self._ns(app_name), scopes.user(user_id))
+        return await self._vars(self._ns(app_name), _user_scope(user_id))
 
     async def append_event(self, session: Session, event: Event) -> Event:
         if event.partial:
@@ -281,19 +330,15 @@ class TetherSessionService(BaseSessionService):
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
         ns, thread = self._ns(session.app_name), self._thread(session.user_id, session.id)
-        deltas = _session_util.extract_state_delta(
-            event.actions.state_delta if event.actions else {}
-        )
+        deltas = _json_deltas(event.actions.state_delta if event.actions else {})
         kind, payload = _event_node(event, self.llm)
 
-        async def fn(txn: Transaction) -> bool:
+        async def fn(txn: Transaction) -> None:
             record = await txn.resource_head(thread, _SESSION_KEY)
             if record is None:
                 raise SessionNotFoundError(f"Session {session.id} not found.")
             head = await txn.head(thread)
             async for last in self._events_back(ns, thread, before=head.sequence + 1):
-                if last.payload["event"].get("id") == event.id:
-                    return False  # already stored: appending is idempotent
                 stored = float(last.payload["event"]["timestamp"])
                 if stored > session.last_update_time:
                     raise StaleSessionError(
@@ -301,11 +346,17 @@ class TetherSessionService(BaseSessionService):
                         "the update time in storage; get the session again and retry."
                     )
                 break
+            # As ADK's database services: an event id the session holds is refused
+            # (their primary key), whether the event is equal or not.
+            if await txn.resource_head(thread, _event_key(event.id)) is not None:
+                raise DuplicateEventId(
+                    f"session {session.id!r} already holds an event with id {event.id!r}",
+                    field="event.id",
+                )
             await self._write_state(txn, session.user_id, thread, deltas)
-            await txn.append(thread, kind, payload)
-            return True
+            await txn.append(thread, kind, payload, resource_key=_event_key(event.id))
 
-        if await transact(self.store, ns, fn):
-            session.last_update_time = event.timestamp
-            self._commit_event_to_session(session, event)
+        await transact(self.store, ns, fn)
+        session.last_update_time = event.timestamp
+        self._commit_event_to_session(session, event)
         return event

@@ -22,14 +22,20 @@ answers). For each history length H (10, 100, 1,000 turns) a fresh thread is bro
 to H turns of the same shape (tether and the SDK by running turns; LangGraph by one
 ``update_state`` holding the same messages, since a run of 1,000 real turns writes
 every checkpoint whole), then ``--samples`` turns are timed one by one: the median and
-p90 per turn. Every (system, workload) pair runs in its own process; its resident
-memory (RSS) after imports and at the end is reported.
+p90 per turn, and the process's CPU time per turn (``time.process_time``, which a
+busy machine disturbs far less than wall time). Then ``COUNTED`` more turns run with
+SQLite's statement trace on every connection the system opened: SQL statements and
+commits per turn (with synchronous=FULL, each commit is one fsync of the WAL). Every
+(system, workload) pair runs in its own process; its resident memory (RSS) after imports
+and at the end is reported. tether's ``ScriptedModel`` logs every request it receives
+(for tests); the benchmark clears that log after each turn, as a real model keeps none.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -59,6 +65,7 @@ SYSTEMS: dict[str, tuple[str, str]] = {
 ANSWER = ("It is sunny in Paris. " * 10)[:200]
 TOOL_RESULT = "sunny, 21 C"
 WINDOW = 20
+COUNTED = 5  # turns run with SQL tracing on, after the timed ones
 
 
 def user_message(thread: str, turn: int) -> str:
@@ -111,15 +118,19 @@ class Tether:
 
         mem = Window(size=WINDOW) if self.memory == "window" else None
         self.store = await tether.open_store(f"sqlite:///{self.path}", durability="full")
+        self.model = tether.ScriptedModel(rules)
         self.agent = tether.Agent(
             tether.Spec.single(memory=mem),
-            tether.ScriptedModel(rules),
+            self.model,
             store=self.store,
             tools=[get_weather],
         )
 
     async def turn(self, thread: str, k: int) -> None:
         r = await self.agent.step(user_message(thread, k), thread=thread)
+        # ScriptedModel logs every request for tests to inspect; a real model keeps
+        # nothing, and neither do the peers' fake models.
+        self.model.requests.clear()
         if r.answer != ANSWER:
             raise AssertionError(f"unexpected answer {r.answer!r}")
 
@@ -137,6 +148,9 @@ class Tether:
         p["synchronous"] = "FULL (durability='full')"
         return {"setting": f"WAL, {p['synchronous']}", **p}
 
+    def trace(self, callback: Any) -> None:
+        self.store._conn.set_trace_callback(callback)  # the store's one connection
+
     async def close(self) -> None:
         await self.store.close()
 
@@ -150,6 +164,8 @@ class OpenAIAgents:
     def __init__(self, path: Path, workload: str) -> None:
         self.path, self.workload = path, workload
         self.sessions: dict[str, Any] = {}
+        self.traced: list[sqlite3.Connection] = []  # every connection the sessions opened
+        self.tracer: list[Any] = []  # the trace callback while counting
 
     async def setup(self) -> None:
         from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool
@@ -203,11 +219,16 @@ class OpenAIAgents:
             """The weather in a city."""
             return TOOL_RESULT
 
+        traced, tracer = self.traced, self.tracer
+
         class FullSyncSession(SQLiteSession):
             @staticmethod
             def _configure_connection(conn: sqlite3.Connection) -> None:
                 SQLiteSession._configure_connection(conn)
                 conn.execute("PRAGMA synchronous=FULL")
+                traced.append(conn)
+                if tracer:  # a connection opened while statements are being counted
+                    conn.set_trace_callback(tracer[0])
 
         self.Session = FullSyncSession
         self.Runner = Runner
@@ -255,6 +276,12 @@ class OpenAIAgents:
     def durability(self) -> dict[str, Any]:
         p = pragmas(next(iter(self.sessions.values()))._get_connection())
         return {"setting": f"WAL, synchronous={p['synchronous']}, SQLiteSession", **p}
+
+    def trace(self, callback: Any) -> None:
+        self.tracer[:] = [callback] if callback else []
+        for conn in self.traced:
+            with contextlib.suppress(sqlite3.ProgrammingError):  # closed: its thread is gone
+                conn.set_trace_callback(callback)
 
     async def close(self) -> None:
         for s in self.sessions.values():
@@ -358,6 +385,9 @@ class LangGraphReact:
         p = pragmas(self.conn)
         return {"setting": f"WAL, synchronous={p['synchronous']}, durability='sync'", **p}
 
+    def trace(self, callback: Any) -> None:
+        self.conn.set_trace_callback(callback)
+
     async def close(self) -> None:
         self.conn.close()
 
@@ -402,15 +432,28 @@ async def measure(
         t = time.perf_counter()
         await sys_.seed(thread, h)
         seed_s = time.perf_counter() - t
-        lat = []
+        lat, cpu = [], []
         for k in range(samples):
+            c = time.process_time()
             t = time.perf_counter()
             await sys_.turn(thread, h + k)
             lat.append((time.perf_counter() - t) * 1e3)
+            cpu.append((time.process_time() - c) * 1e3)
+        # Then COUNTED turns more, with every SQL statement traced (not timed): what a
+        # turn sends to SQLite, and how many commits (each one fsync of the WAL).
+        stmts: list[str] = []
+        sys_.trace(stmts.append)
+        for k in range(COUNTED):
+            await sys_.turn(thread, h + samples + k)
+        sys_.trace(None)
+        commits = sum(1 for q in stmts if q.lstrip().upper().startswith(("COMMIT", "END")))
         per[str(h)] = {
             "median_ms": statistics.median(lat),
             "p90_ms": sorted(lat)[min(len(lat) - 1, int(0.9 * len(lat)))],
+            "cpu_median_ms": statistics.median(cpu),
             "samples_ms": lat,
+            "commits_per_turn": commits / COUNTED,
+            "statements_per_turn": len(stmts) / COUNTED,
             "seed_s": seed_s,
         }
     dur = sys_.durability()
@@ -519,9 +562,18 @@ def run_all(
 
 
 def table(res: dict[str, Any]) -> list[str]:
-    """Markdown: one row per (workload, system), median ms per turn at each history."""
+    """Markdown: one row per (workload, system): median wall ms per turn at each history
+    (CPU ms of the process in brackets), SQLite commits and statements per turn."""
     hs = res["histories"]
-    head = ["workload", "system", *[f"ms/turn @{h:,}" for h in hs], "RSS MiB (end)", "durability"]
+    head = [
+        "workload",
+        "system",
+        *[f"ms/turn @{h:,} (CPU)" for h in hs],
+        "commits/turn",
+        "SQL statements/turn",
+        "RSS MiB (end)",
+        "durability",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in res["runs"]:
         if "histories" not in r:
@@ -530,17 +582,31 @@ def table(res: dict[str, Any]) -> list[str]:
             )
             lines.append(
                 f"| {r['workload']} | {r['label']} | "
-                + " | ".join(["-"] * len(hs))
+                + " | ".join(["-"] * (len(hs) + 2))
                 + f" | - | {why} |"
             )
             continue
-        cells = [f"{r['histories'][str(h)]['median_ms']:.2f}" for h in hs]
+        per = [r["histories"][str(h)] for h in hs]
+        cells = [
+            f"{v['median_ms']:.2f} ({v['cpu_median_ms']:.2f})"
+            if "cpu_median_ms" in v
+            else f"{v['median_ms']:.2f}"
+            for v in per
+        ]
+
         lines.append(
             f"| {r['workload']} | {r['label']} | "
             + " | ".join(cells)
+            + f" | {_counts(per, 'commits_per_turn')} | {_counts(per, 'statements_per_turn')}"
             + f" | {r['rss_mib']['end']:.0f} | {r['durability']['setting']} |"
         )
     return lines
+
+
+def _counts(per: list[dict[str, Any]], key: str) -> str:
+    """A count per turn over the histories: one value, or its range."""
+    vals = sorted({f"{v[key]:g}" for v in per if key in v}, key=float)
+    return vals[0] if len(vals) == 1 else f"{vals[0]}-{vals[-1]}" if vals else "-"
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

@@ -438,7 +438,10 @@ def agent_turn_section(results: dict[str, Any]) -> list[str]:
         "`tool`: it calls one tool, then answers. Median of "
         f"{turn['samples']} turns timed one by one on a thread already holding H turns. "
         "tether and the SDK reach H by running turns, LangGraph by one `update_state` with "
-        "the same messages. RSS: the process's resident memory after the run.",
+        "the same messages. In brackets: the process's CPU time per turn (median). Commits and "
+        "SQL statements per turn: counted with SQLite's statement trace on every connection "
+        "the system opened, over 5 more turns (each commit is one fsync of the WAL). RSS: "
+        "the process's resident memory after the run.",
         "",
         *agent_turn.table(turn),
         "",

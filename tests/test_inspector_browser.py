@@ -190,6 +190,8 @@ def test_inspector_finds_opens_and_clears_a_thread(served: Served, tmp_path: Pat
             page.click("tr[data-run]")
             page.wait_for_selector(".exec-actions button")
             page.click(".exec-actions button:text('Approve')")
+            page.wait_for_selector("#confirm[open]")  # approving asks first
+            page.click("#confirm-ok")
             page.wait_for_selector("text=run completed")
             page.wait_for_selector("#waiting-count :text('1 waiting')")
             runs = api(

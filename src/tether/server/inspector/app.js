@@ -15,6 +15,7 @@ import {
   metadataChips,
   nodeFields,
   payloadBlock,
+  summaryBlock,
   resourceTable,
   runsTable,
   scopeSection,
@@ -486,7 +487,12 @@ function selectNode(id, tab) {
     content,
   );
   if (which === "state" && kind) renderNodeState(node, kind, content);
-  else content.append(nodeFields(node, (p) => selectNode(p)), h("h4", {}, "payload"), payloadBlock(node.payload));
+  else {
+    content.append(nodeFields(node, (p) => selectNode(p)));
+    const summary = summaryBlock(node);
+    if (summary) content.append(summary);
+    content.append(h("h4", {}, "payload"), payloadBlock(node.payload));
+  }
 }
 
 async function renderNodeState(node, kind, content) {
@@ -696,7 +702,7 @@ async function openRun(run, box, tasks, flows) {
   const task = tasks.get(run);
   try {
     const exec = await api.get(api.thread(state.ns, state.thread, `/runs/${encodeURIComponent(run)}`));
-    const decide = state.whoami.agent && can("agent.approve") ? (call, ok) => decideCall(call, ok) : null;
+    const decide = state.whoami.agent && can("agent.approve") ? (call, ok, what) => decideCall(call, ok, what) : null;
     fill(
       box,
       h(
@@ -911,7 +917,13 @@ async function verifyThread() {
   }
 }
 
-async function decideCall(call, approve) {
+/** Approve or reject a waiting tool call, after a confirmation (a tool may move money). */
+async function decideCall(call, approve, what) {
+  const verb = approve ? "Approve" : "Reject";
+  const text = approve
+    ? `Approve ${what || "the call"} (call ${call}) in thread ${state.thread}? The tool runs at once and the run continues.`
+    : `Reject ${what || "the call"} (call ${call}) in thread ${state.thread}? The tool does not run; the model is told it was refused.`;
+  if (!(await confirmDialog(`${verb} tool call`, text, verb))) return;
   try {
     const r = await api.post(api.thread(state.ns, state.thread, approve ? "/approve" : "/reject"), { call });
     toast(`${approve ? "Approved" : "Rejected"} ${call}: run ${r.status}`, "ok");

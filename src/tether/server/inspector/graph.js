@@ -19,7 +19,7 @@ export const KIND_COLORS = {
   answer: "#16a34a",
   protocol_error: "#dc2626",
   resource: "#db2777",
-  semantic: "#9333ea",
+  semantic: "#78350f",  // brown: far from inference's violet (a test checks the distance)
 };
 
 const ROW = 44;
@@ -70,6 +70,12 @@ export function summarize(node) {
       }
       return brief(p, 60);
     case "semantic":
+      if (p.type === "summary") {
+        const c = p.content;
+        if (c === null || typeof c !== "object") return `summary of ${p.key}: compaction undone`;
+        const n = `${c.count ?? "?"} message${c.count === 1 ? "" : "s"}`;
+        return `summary of ${n} through #${c.through ?? "?"}${c.text ? ": " + brief(c.text, 30) : ""}`;
+      }
       return `${p.type}:${p.key} = ${p.content === null ? "∅" : brief(p.content, 36)}`;
     case "system":
       return brief(p.content, 60);

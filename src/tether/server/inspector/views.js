@@ -247,10 +247,10 @@ export function executionTree(exec, decide) {
       h(
         "div",
         { class: "exec-actions" },
-        h("button", { class: "btn small", onclick: () => decide(st.call_id, true) }, "Approve"),
+        h("button", { class: "btn small", onclick: () => decide(st.call_id, true, label) }, "Approve"),
         h(
           "button",
-          { class: "btn small danger", onclick: () => decide(st.call_id, false) },
+          { class: "btn small danger", onclick: () => decide(st.call_id, false, label) },
           "Reject",
         ),
       ),
@@ -304,6 +304,29 @@ export function nodeFields(node, onNode) {
     { class: "fields" },
     rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),
   );
+}
+
+/** A compaction summary (a `semantic` node of type `summary`) in words, or null. */
+export function summaryBlock(node) {
+  const p = node.payload;
+  if (node.kind !== "semantic" || !p || p.type !== "summary") return null;
+  const c = p.content;
+  if (c === null || typeof c !== "object") {
+    return h("div", { class: "summary-block" }, h("p", {}, `Compaction of llm ${p.key} undone: no summary before it.`));
+  }
+  const lines = [
+    h(
+      "p",
+      { class: "summary-meta" },
+      `Stands for ${c.count ?? "?"} earlier message${c.count === 1 ? "" : "s"} of llm ${p.key}, `,
+      `up to node #${c.through ?? "?"} (strategy ${c.strategy ?? "?"}).`,
+    ),
+    c.text
+      ? h("blockquote", { class: "summary-text" }, c.text)
+      : h("p", { class: "note" }, "No summary text: the model sees only the messages after it."),
+  ];
+  if (c.undoes) lines.push(h("p", { class: "note" }, `Undoes ${c.undoes}.`));
+  return h("div", { class: "summary-block" }, h("h4", {}, "summary"), lines);
 }
 
 export function payloadBlock(payload) {

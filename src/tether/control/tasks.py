@@ -258,10 +258,11 @@ def run_entry(thread: str, view: RunView) -> dict[str, Any]:
 
 
 async def stage_entry(txn: Transaction, thread: str, view: RunView) -> None:
-    """Append the run's index entry (to the app scope) to ``txn``."""
-    await txn.append(
-        scopes.APP, "resource", run_entry(thread, view), resource_key=index_key(thread, view.run_id)
-    )
+    """Append the run's index entry (to the app scope) to ``txn``, with the time of the
+    run's last status change (its node's own time, not the index node's)."""
+    entry = run_entry(thread, view)
+    entry["updated_at"] = transitions(view.goal, view.nodes)[-1].at
+    await txn.append(scopes.APP, "resource", entry, resource_key=index_key(thread, view.run_id))
 
 
 async def _drop_entry(txn: Transaction, key: str, thread: Any, run: Any) -> None:

@@ -868,7 +868,7 @@ async function resetPart(fields, title, text) {
   if (!(await confirmDialog(title, text, "Clear state"))) return;
   try {
     const r = await api.post("/state/reset", { namespace: state.ns, thread: state.thread, ...fields });
-    // /state/* names seed 002's stores first ("tools"); the exact labels ("thread:t/tools") say more.
+    // /state/* names Protolink's stores first ("tools"); the exact labels ("thread:t/tools") say more.
     const exact = r.cleared.filter((c) => c.includes(":"));
     toast(exact.length ? `Cleared ${exact.join(", ")}` : "Nothing to clear", "ok");
   } catch (err) {

@@ -1,4 +1,4 @@
-// Task and flow state (seed 002's task and flow modules), each a pure function of what
+// Task and flow state (Protolink's task and flow modules), each a pure function of what
 // the API returned: a run's status history and metadata, its progress through the
 // spec, and the namespace's runs from the run index.
 

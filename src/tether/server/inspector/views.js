@@ -228,7 +228,7 @@ export function runsTable(runs, onOpen, erased = 0, tasks = new Map()) {
   return note ? h("div", {}, note, table) : table;
 }
 
-/** Seed 000's executor tree; `decide(call, approve)` when approvals can be given here. */
+/** Liman's executor tree; `decide(call, approve)` when approvals can be given here. */
 export function executionTree(exec, decide) {
   const actor = exec.actor || {};
   const st = actor.node_state || {};

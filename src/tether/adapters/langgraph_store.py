@@ -25,15 +25,35 @@ TTL (``supports_ttl``; ``ttl=TTLConfig`` for the defaults): an item put with a `
 ``sweep_ttl()`` / ``asweep_ttl()`` tombstones every expired item. A read with
 ``refresh_ttl`` (the default) moves the expiry of what it returned: a new version of
 the item (the graph keeps every version until a reset or compaction).
+``start_ttl_sweeper()`` / ``stop_ttl_sweeper()`` (a thread) and
+``astart_ttl_sweeper()`` / ``astop_ttl_sweeper()`` (a task on the running loop) sweep
+every ``sweep_interval_minutes`` of the TTL config, as LangGraph's SQL stores do.
+
+Ops given to ``batch`` are checked like LangGraph's own methods check them (labels
+are non-empty strings without periods, ``validate_op_namespace``) before any is run,
+and namespaces given as lists are read as tuples.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import threading
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from langgraph.store.base import GetOp, Item, Op, PutOp, Result, SearchOp, TTLConfig
+from langgraph.store.base import (
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchOp,
+    TTLConfig,
+)
 from langgraph.store.memory import InMemoryStore
 
 from ..core import scopes
@@ -44,6 +64,11 @@ from ..core.vocab import Vocabulary
 from ..store import Store, open_store
 from ..store.txn import Transaction, transact
 from ._sync import LoopBridge
+
+try:  # langgraph-checkpoint >= 4.3 checks the labels of ops given to batch
+    from langgraph.store.base import validate_op_namespace as _validate_op
+except ImportError:  # pragma: no cover - older langgraph-checkpoint
+    _validate_op = None  # type: ignore[assignment]
 
 __all__ = ["ITEM_TYPE", "TetherStore"]
 
@@ -72,6 +97,9 @@ class TetherStore(InMemoryStore):
         ttl: TTLConfig | None = None,
         loop: Any = None,
     ) -> None:
+        if isinstance(index, dict) and "text_fields" in index and "fields" not in index:
+            # SqliteStore's and PostgresStore's name for the fields to embed
+            index = {**index, "fields": index["text_fields"]}
         super().__init__(index=index)
         self.ttl_config = ttl
         scopes.parse(scope)
@@ -85,6 +113,8 @@ class TetherStore(InMemoryStore):
         self._expiry: dict[tuple[tuple[str, ...], str], tuple[datetime, float]] = {}
         # expired items hidden from reads, not yet tombstoned by a sweep
         self._expired: set[tuple[tuple[str, ...], str]] = set()
+        self._sweeper: tuple[threading.Event, concurrent.futures.Future[None]] | None = None
+        self._asweeper: asyncio.Task[None] | None = None
 
     @classmethod
     def from_url(cls, url: str, **kw: Any) -> TetherStore:
@@ -110,12 +140,14 @@ class TetherStore(InMemoryStore):
         return out
 
     def close(self) -> None:
+        self.stop_ttl_sweeper(timeout=30)
         if self._owns_store:
             self._bridge.run_sync(self.store.close)
             self._owns_store = False
         self._bridge.stop()
 
     async def aclose(self) -> None:
+        await self.astop_ttl_sweeper(timeout=30)
         if self._owns_store:
             self._owns_store = False
             await self._bridge.run(self.store.close)
@@ -125,11 +157,11 @@ class TetherStore(InMemoryStore):
     # -- the two methods LangGraph asks of a store --------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        todo = list(ops)
+        todo = _checked(ops)
         return self._bridge.run_sync(lambda: self._batch(todo, aio=False))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        todo = list(ops)
+        todo = _checked(ops)
         return await self._bridge.run(lambda: self._batch(todo, aio=True))
 
     async def _batch(self, ops: list[Op], *, aio: bool) -> list[Result]:
@@ -187,6 +219,72 @@ class TetherStore(InMemoryStore):
 
     async def asweep_ttl(self) -> int:
         return await self._bridge.run(self._sweep)
+
+    def _interval(self, minutes: float | None) -> float:
+        if minutes is None:
+            minutes = (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        return float(minutes) * 60
+
+    def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Sweep expired items every ``sweep_interval_minutes`` (default: the TTL
+        config's, else 5) in a daemon thread until ``stop_ttl_sweeper``."""
+        seconds = self._interval(sweep_interval_minutes)
+        if self._sweeper is not None:
+            return self._sweeper[1]
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        stop = threading.Event()
+
+        def loop() -> None:
+            try:
+                while not stop.wait(seconds):
+                    self.sweep_ttl()
+                done.set_result(None)
+            except BaseException as e:  # the future reports it
+                done.set_exception(e)
+
+        threading.Thread(target=loop, name="tether-ttl-sweeper", daemon=True).start()
+        self._sweeper = (stop, done)
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; whether it stopped within ``timeout`` seconds."""
+        sweeper = self._sweeper
+        if sweeper is None:
+            return True
+        self._sweeper = None
+        sweeper[0].set()
+        try:
+            sweeper[1].result(timeout)
+        except concurrent.futures.TimeoutError:
+            return False
+        return True
+
+    async def astart_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """The sweeper as a task of the running loop, until ``astop_ttl_sweeper``."""
+        seconds = self._interval(sweep_interval_minutes)
+        task = self._asweeper
+        if task is not None and not task.done():
+            return task
+
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(seconds)
+                await self.asweep_ttl()
+
+        self._asweeper = asyncio.get_running_loop().create_task(loop())
+        return self._asweeper
+
+    async def astop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        task, self._asweeper = self._asweeper, None
+        if task is None:
+            return True
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        return bool(done)
 
     async def _sweep(self) -> int:
         await self._catch_up(aio=True)
@@ -319,6 +417,27 @@ class TetherStore(InMemoryStore):
             )
             self._insertinmem_store(to_embed, vectors)
         self._mark = now
+
+
+def _checked(ops: Iterable[Op]) -> list[Op]:
+    """The ops with list namespaces read as tuples, each checked as LangGraph's methods
+    check namespaces (all before any runs: an invalid op fails the whole batch)."""
+    out: list[Op] = []
+    for op in ops:
+        if isinstance(op, GetOp | PutOp) and not isinstance(op.namespace, tuple):
+            op = op._replace(namespace=tuple(op.namespace))
+        elif isinstance(op, SearchOp) and not isinstance(op.namespace_prefix, tuple):
+            op = op._replace(namespace_prefix=tuple(op.namespace_prefix))
+        elif isinstance(op, ListNamespacesOp) and op.match_conditions:
+            op = op._replace(
+                match_conditions=tuple(
+                    MatchCondition(c.match_type, tuple(c.path)) for c in op.match_conditions
+                )
+            )
+        if _validate_op is not None:
+            _validate_op(op)
+        out.append(op)
+    return out
 
 
 def _decode(rk: str) -> tuple[tuple[str, ...], str] | None:

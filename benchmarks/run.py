@@ -51,6 +51,7 @@ sys.path.insert(0, str(BENCH))
 import agent_turn  # noqa: E402
 from precompile import compile_tether  # noqa: E402
 from systems import ALL, REGISTRY  # noqa: E402
+from verdict import agent_turn as agent_turn_verdict  # noqa: E402
 from verdict import section as verdict  # noqa: E402
 
 PEERS_VENV = BENCH / ".venv-peers"
@@ -444,6 +445,10 @@ def agent_turn_section(results: dict[str, Any]) -> list[str]:
         "the process's resident memory after the run.",
         "",
         *agent_turn.table(turn),
+        "",
+        "**Where tether's turn is slower, and why** (computed from this run):",
+        "",
+        *agent_turn_verdict(turn),
         "",
     ]
 

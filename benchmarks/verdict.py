@@ -167,7 +167,9 @@ def floor_gap(results: dict[str, Any]) -> list[str]:
     bits = []
     for key, (label, tv, _) in tf.items():
         if key in ff:
-            bits.append(f"{label} {_fmt(key, tv)} vs {_fmt(key, ff[key][1])}")
+            fv = ff[key][1]
+            ratio = (tv / fv if key != "B" else fv / tv) if tv and fv else 0.0
+            bits.append(f"{label} {_fmt(key, tv)} vs {_fmt(key, fv)} ({ratio:.2f}x)")
     if not bits:
         return []
     return [
@@ -216,4 +218,55 @@ def section(results: dict[str, Any]) -> list[str]:
         else:
             lines.append(f"- **{t['label']}** has no peer on its backend in this run.")
     lines += floor_gap(results)
+    return lines
+
+
+# -- one agent turn (benchmarks/agent_turn.py) ------------------------------------------------
+
+
+def agent_turn(turn: dict[str, Any]) -> list[str]:
+    """Per workload and history: tether (Window) against the fastest peer, and why, from the
+    run's own counts (commits per turn, each one fsync of the WAL; CPU ms per turn)."""
+    runs = [r for r in turn.get("runs", []) if "histories" in r]
+    lines: list[str] = []
+    for wl in dict.fromkeys(r["workload"] for r in runs):
+        t = next((r for r in runs if r["workload"] == wl and r["system"] == "tether_window"), None)
+        peers = [r for r in runs if r["workload"] == wl and not r["system"].startswith("tether_")]
+        if t is None or not peers:
+            continue
+        behind, ahead = [], []
+        for h in map(str, turn["histories"]):
+            best = min(peers, key=lambda p: p["histories"][h]["median_ms"])
+            tv, pv = t["histories"][h]["median_ms"], best["histories"][h]["median_ms"]
+            bit = f"@{int(h):,}: {tv:.2f} ms vs {best['label']} {pv:.2f} ms ({tv / pv:.2f}x)"
+            (behind if tv > pv else ahead).append(bit)
+        th = t["histories"]
+
+        def rng(r: dict[str, Any], key: str) -> str:
+            vals = sorted({f"{v.get(key, 0):g}" for v in r["histories"].values()}, key=float)
+            return vals[0] if len(vals) == 1 else f"{vals[0]}-{vals[-1]}"
+
+        counts = "; ".join(
+            f"{r['label']} {rng(r, 'commits_per_turn')} commits, "
+            f"{min(v['cpu_median_ms'] for v in r['histories'].values() if 'cpu_median_ms' in v):.2f}-"
+            f"{max(v['cpu_median_ms'] for v in r['histories'].values() if 'cpu_median_ms' in v):.2f}"
+            " CPU ms"
+            for r in [t, *peers]
+            if all("cpu_median_ms" in v for v in r["histories"].values())
+        )
+        flat = [th[str(h)]["median_ms"] for h in turn["histories"]]
+        lines.append(
+            f"- `{wl}`: tether Window(20) is behind the fastest peer at "
+            + (", ".join(behind) if behind else "no history length")
+            + "; ahead at "
+            + (", ".join(ahead) if ahead else "no history length")
+            + f". Its turn stays within {min(flat):.2f}-{max(flat):.2f} ms from "
+            f"{turn['histories'][0]:,} to {turn['histories'][-1]:,} turns of history."
+            + (
+                f" Per turn: {counts}. With synchronous=FULL every commit waits for an fsync "
+                "of the WAL, so commits per turn, more than CPU, set the wall time."
+                if counts
+                else ""
+            )
+        )
     return lines

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -214,3 +215,33 @@ def test_agent_turn_runs_every_loop_on_a_durable_store(tmp_path: Path) -> None:
         assert r["durability"]["synchronous"] == "FULL" and r["durability"]["journal_mode"] == "WAL"
     lines = at.table(res)
     assert len(lines) == 2 + len(at.SYSTEMS) and "ms/turn @2" in lines[0]
+    for name, r in runs.items():
+        if "histories" in r:  # a tool turn commits at least its result and its answer
+            assert r["histories"]["2"]["commits_per_turn"] >= 2, (name, r)
+            assert (
+                r["histories"]["2"]["statements_per_turn"] > r["histories"]["2"]["commits_per_turn"]
+            )
+
+
+def test_agent_turn_verdict_names_each_history_where_tether_is_behind() -> None:
+    verdict = _load("verdict")
+
+    def run(system: str, ms: dict[int, float], commits: float) -> dict[str, Any]:
+        per = {
+            str(h): {"median_ms": v, "cpu_median_ms": v / 2, "commits_per_turn": commits}
+            for h, v in ms.items()
+        }
+        return {"system": system, "label": system, "workload": "plain", "histories": per}
+
+    turn = {
+        "histories": [10, 100],
+        "runs": [
+            run("tether_window", {10: 5.0, 100: 5.0}, 2),
+            run("openai_agents", {10: 4.0, 100: 9.0}, 2),
+            run("langgraph_react", {10: 6.0, 100: 7.0}, 5),
+        ],
+    }
+    (line,) = verdict.agent_turn(turn)
+    assert "behind the fastest peer at @10: 5.00 ms vs openai_agents 4.00 ms (1.25x)" in line
+    assert "ahead at @100: 5.00 ms vs langgraph_react 7.00 ms" in line
+    assert "langgraph_react 5 commits" in line

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from ..core.errors import StoreError
 from ..core.graph import now_iso
+from ._pools import DEFAULT_POOL_TIMEOUT, pg_connection
 from .keys import KeyStore, WrappedKey
 
 # Append-only: never edit a shipped migration, add the next one.
@@ -67,8 +68,16 @@ def _sql(template: str, schema: str) -> str:
 
 
 class PostgresKeyStore(KeyStore):
-    def __init__(self, pool: Any, *, schema: str = "public", owned: bool) -> None:
+    def __init__(
+        self,
+        pool: Any,
+        *,
+        schema: str = "public",
+        owned: bool,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+    ) -> None:
         self._pool = pool
+        self.pool_timeout = pool_timeout
         self.schema = schema
         self._owned = owned
         self._ready = False
@@ -81,7 +90,7 @@ class PostgresKeyStore(KeyStore):
         import asyncpg
 
         try:
-            async with self._pool.acquire() as c:
+            async with pg_connection(self._pool, self.pool_timeout) as c:
                 return list(await c.fetch(_sql(sql, self.schema), *args))
         except asyncpg.PostgresError as e:
             raise StoreError(f"PostgreSQL key table failed: {e}") from e
@@ -90,7 +99,7 @@ class PostgresKeyStore(KeyStore):
         import asyncpg
 
         try:
-            async with self._pool.acquire() as c, c.transaction():
+            async with pg_connection(self._pool, self.pool_timeout) as c, c.transaction():
                 if not self._ready:
                     await self._migrate(c)
                 if lock_checks:

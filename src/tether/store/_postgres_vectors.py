@@ -19,14 +19,18 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from ..core.errors import StoreError
+from ._pools import DEFAULT_POOL_TIMEOUT, pg_connection
 from .vectors import Mark, VectorEntry, VectorHit, VectorTable, scan
 
 _LOCK: Final = 0x7465_7468_7265_6331  # "tethrec1": serializes creating the tables
 
 
 class PostgresVectorTable(VectorTable):
-    def __init__(self, pool: Any, *, schema: str = "public") -> None:
+    def __init__(
+        self, pool: Any, *, schema: str = "public", pool_timeout: float = DEFAULT_POOL_TIMEOUT
+    ) -> None:
         self._pool = pool
+        self.pool_timeout = pool_timeout
         self.schema = schema
         self._ready = False
         self._pgvector = False
@@ -67,7 +71,7 @@ class PostgresVectorTable(VectorTable):
         if self._pool is None:
             raise StoreError("this store is closed; open a new one with tether.open_store")
         try:
-            async with self._pool.acquire() as c:
+            async with pg_connection(self._pool, self.pool_timeout) as c:
                 await self._setup(c)
                 return await fn(c)
         except asyncpg.PostgresError as e:

@@ -19,6 +19,7 @@ erasure to make such copies useless).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import functools
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
@@ -27,6 +28,7 @@ from typing import Any, Final, ParamSpec, TypeVar
 import orjson
 
 from ..core.errors import StoreError
+from ._pools import check_loop, redis_error
 from .keys import KeyStore, WrappedKey
 
 _LOAD: Final = """
@@ -131,9 +133,15 @@ def _redis_errors(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Corout
     async def run(*args: P.args, **kwargs: P.kwargs) -> T:
         from redis.exceptions import RedisError
 
+        self = args[0]
+        assert isinstance(self, RedisKeyStore)
+        check_loop(self._loop, "Redis")
         try:
             return await fn(*args, **kwargs)
         except RedisError as e:
+            err = redis_error(e, f"key table {fn.__name__}", "", self._r.connection_pool)
+            if err.code == "pool_timeout":
+                raise err from e
             raise StoreError(
                 f"Redis key table failed in {fn.__name__} ({type(e).__name__}: {e})"
             ) from e
@@ -146,8 +154,11 @@ def _s(v: Any) -> str:
 
 
 class RedisKeyStore(KeyStore):
-    def __init__(self, client: Any, prefix: str) -> None:
+    def __init__(
+        self, client: Any, prefix: str, *, loop: asyncio.AbstractEventLoop | None = None
+    ) -> None:
         self._r = client
+        self._loop = loop  # the event loop the client's connections belong to
         self._p = prefix.encode()
         self._load = client.register_script(_LOAD)
         self._insert = client.register_script(_INSERT)

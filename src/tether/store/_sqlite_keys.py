@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Final, TypeVar
 
@@ -72,6 +73,7 @@ class SQLiteKeyStore(KeyStore):
     def __init__(self, path: str, *, busy_timeout: float = 30.0) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
+        self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = sqlite3.connect(
             path, isolation_level=None, check_same_thread=False, timeout=0.0
         )
@@ -87,14 +89,17 @@ class SQLiteKeyStore(KeyStore):
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         async def attempt() -> T:
-            c = self._c
-            try:
-                return fn(c)
-            except BaseException:
-                if c.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        c.execute("ROLLBACK")
-                raise
+            # One call (one transaction) at a time on the connection, whatever thread
+            # or event loop it comes from.
+            with self._lock:
+                c = self._c
+                try:
+                    return fn(c)
+                except BaseException:
+                    if c.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            c.execute("ROLLBACK")
+                    raise
 
         return await retry_busy(
             attempt, path=self.path, busy_timeout=self.busy_timeout, what="SQLite key table"
@@ -333,4 +338,5 @@ class SQLiteKeyStore(KeyStore):
     async def close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            conn.close()
+            with self._lock:  # never under another thread's call
+                conn.close()

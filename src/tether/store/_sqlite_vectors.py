@@ -113,6 +113,7 @@ class SQLiteVectorTable(VectorTable):
         self._want_vec = use_sqlite_vec
         self.engine = "scan"  # "sqlite-vec" once the connection has it
         self.why_scan = "" if use_sqlite_vec else "sqlite-vec turned off"
+        self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         # (ns, scope, space) -> (mark, keys in order, nodes, matrix)
         self._cache: dict[tuple[str, str, str], tuple[Mark, list[str], list[str], Any]] = {}
@@ -141,14 +142,17 @@ class SQLiteVectorTable(VectorTable):
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         async def attempt() -> T:
-            c = self._c()
-            try:
-                return fn(c)
-            except BaseException:
-                if c.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        c.execute("ROLLBACK")
-                raise
+            # One call (one transaction) at a time on the connection, whatever thread
+            # or event loop it comes from.
+            with self._lock:
+                c = self._c()
+                try:
+                    return fn(c)
+                except BaseException:
+                    if c.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            c.execute("ROLLBACK")
+                    raise
 
         return await retry_busy(
             attempt, path=self.path, busy_timeout=self.busy_timeout, what="SQLite recall index"
@@ -158,7 +162,8 @@ class SQLiteVectorTable(VectorTable):
         conn, self._conn = self._conn, None
         self._cache.clear()
         if conn is not None:
-            conn.close()
+            with self._lock:  # never under another thread's call
+                conn.close()
 
     async def mark(self, namespace: str, scope: str, space: str) -> Mark | None:
         row = await self._run(

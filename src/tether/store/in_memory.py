@@ -2,13 +2,17 @@
 
 Payloads go through the codec like every other backend, so a caller mutating a
 payload it read cannot change stored state, and encryption applies here too.
+
+Safe to share across OS threads, each running its own event loop: every method
+does its work under one ``threading.Lock`` without awaiting while holding it, so a
+commit is all-or-nothing and a read sees a state between commits.
 """
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import dataclasses
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -42,7 +46,7 @@ class MemoryStore(Store):
         self.url = url
         self._data: dict[str, dict[str, _Scope]] = {}
         self._keys: MemoryKeyStore | None = None  # the key table, once encrypted
-        self._lock = asyncio.Lock()
+        self._lock = threading.Lock()  # held, never across an await
 
     def _scope(self, namespace: str, scope: str) -> _Scope | None:
         return self._data.get(namespace, {}).get(scope)
@@ -52,7 +56,7 @@ class MemoryStore(Store):
         return dataclasses.replace(node, payload=self.codec.decode(namespace, scope, data))
 
     async def _do_commit(self, namespace: str, writes: Sequence[ScopeWrite]) -> None:
-        async with self._lock:
+        with self._lock:
             ns = self._data.get(namespace, {})
             # Check everything first so that a failure writes nothing.
             for w in writes:
@@ -96,7 +100,7 @@ class MemoryStore(Store):
                 sc.frontier = tuple(w.frontier)
 
     async def _do_reset_scope(self, namespace: str, scope: str) -> Head:
-        async with self._lock:
+        with self._lock:
             ns = self._data.setdefault(namespace, {})
             old = ns.get(scope)
             gen = (old.generation if old else 0) + 1
@@ -104,7 +108,7 @@ class MemoryStore(Store):
             return Head(generation=gen)
 
     async def _do_delete_namespace(self, namespace: str) -> int:
-        async with self._lock:
+        with self._lock:
             ns = self._data.get(namespace, {})
             count = 0
             for name, sc in list(ns.items()):
@@ -113,10 +117,11 @@ class MemoryStore(Store):
             return count
 
     async def head(self, namespace: str, scope: str) -> Head:
-        sc = self._scope(namespace, scope)
-        if sc is None:
-            return Head()
-        return Head(generation=sc.generation, sequence=len(sc.nodes), frontier=sc.frontier)
+        with self._lock:
+            sc = self._scope(namespace, scope)
+            if sc is None:
+                return Head()
+            return Head(generation=sc.generation, sequence=len(sc.nodes), frontier=sc.frontier)
 
     async def nodes(
         self,
@@ -128,68 +133,79 @@ class MemoryStore(Store):
         limit: int = 1000,
         descending: bool = False,
     ) -> list[CausalNode]:
-        sc = self._scope(namespace, scope)
-        if sc is None or limit <= 0:
-            return []
-        lo = max(after, 0)  # index of sequence after+1
-        hi = len(sc.nodes) if before is None else min(max(before - 1, 0), len(sc.nodes))
-        if lo >= hi:
-            return []
-        if descending:
-            picked = sc.nodes[max(lo, hi - limit) : hi][::-1]
-        else:
-            picked = sc.nodes[lo : min(hi, lo + limit)]
-        return [self._out(namespace, scope, e) for e in picked]
+        with self._lock:
+            sc = self._scope(namespace, scope)
+            if sc is None or limit <= 0:
+                return []
+            lo = max(after, 0)  # index of sequence after+1
+            hi = len(sc.nodes) if before is None else min(max(before - 1, 0), len(sc.nodes))
+            if lo >= hi:
+                return []
+            if descending:
+                picked = sc.nodes[max(lo, hi - limit) : hi][::-1]
+            else:
+                picked = sc.nodes[lo : min(hi, lo + limit)]
+            return [self._out(namespace, scope, e) for e in picked]
 
     async def get_nodes(
         self, namespace: str, scope: str, ids: Sequence[str]
     ) -> dict[str, CausalNode]:
-        sc = self._scope(namespace, scope)
-        if sc is None:
-            return {}
-        return {i: self._out(namespace, scope, sc.nodes[sc.by_id[i]]) for i in ids if i in sc.by_id}
+        with self._lock:
+            sc = self._scope(namespace, scope)
+            if sc is None:
+                return {}
+            return {
+                i: self._out(namespace, scope, sc.nodes[sc.by_id[i]]) for i in ids if i in sc.by_id
+            }
 
     async def resource_head(self, namespace: str, scope: str, key: str) -> CausalNode | None:
-        sc = self._scope(namespace, scope)
-        if sc is None or key not in sc.heads:
-            return None
-        return self._out(namespace, scope, sc.nodes[sc.heads[key]])
+        with self._lock:
+            sc = self._scope(namespace, scope)
+            if sc is None or key not in sc.heads:
+                return None
+            return self._out(namespace, scope, sc.nodes[sc.heads[key]])
 
     async def resource_heads(
         self, namespace: str, scope: str, prefix: str = ""
     ) -> dict[str, CausalNode]:
-        sc = self._scope(namespace, scope)
-        if sc is None:
-            return {}
-        return {
-            k: self._out(namespace, scope, sc.nodes[i])
-            for k, i in sorted(sc.heads.items())
-            if k.startswith(prefix)
-        }
+        with self._lock:
+            sc = self._scope(namespace, scope)
+            if sc is None:
+                return {}
+            return {
+                k: self._out(namespace, scope, sc.nodes[i])
+                for k, i in sorted(sc.heads.items())
+                if k.startswith(prefix)
+            }
 
     async def versions(
         self, namespace: str, scope: str, key: str, *, limit: int = 1000
     ) -> list[CausalNode]:
-        sc = self._scope(namespace, scope)
-        if sc is None:
-            return []
-        return [self._out(namespace, scope, sc.nodes[i]) for i in sc.versions.get(key, [])[:limit]]
+        with self._lock:
+            sc = self._scope(namespace, scope)
+            if sc is None:
+                return []
+            return [
+                self._out(namespace, scope, sc.nodes[i]) for i in sc.versions.get(key, [])[:limit]
+            ]
 
     async def list_namespaces(self, *, after: str | None = None, limit: int = 100) -> list[str]:
-        names = sorted(n for n, ns in self._data.items() if any(sc.nodes for sc in ns.values()))
-        start = 0 if after is None else bisect.bisect_right(names, after)
-        return names[start : start + limit]
+        with self._lock:
+            names = sorted(n for n, ns in self._data.items() if any(sc.nodes for sc in ns.values()))
+            start = 0 if after is None else bisect.bisect_right(names, after)
+            return names[start : start + limit]
 
     async def list_scopes(
         self, namespace: str, *, prefix: str = "", after: str | None = None, limit: int = 100
     ) -> list[ScopeInfo]:
-        ns = self._data.get(namespace, {})
-        names = sorted(k for k, sc in ns.items() if sc.nodes and k.startswith(prefix))
-        start = 0 if after is None else bisect.bisect_right(names, after)
-        return [
-            ScopeInfo(scope=k, generation=ns[k].generation, sequence=len(ns[k].nodes))
-            for k in names[start : start + limit]
-        ]
+        with self._lock:
+            ns = self._data.get(namespace, {})
+            names = sorted(k for k, sc in ns.items() if sc.nodes and k.startswith(prefix))
+            start = 0 if after is None else bisect.bisect_right(names, after)
+            return [
+                ScopeInfo(scope=k, generation=ns[k].generation, sequence=len(ns[k].nodes))
+                for k in names[start : start + limit]
+            ]
 
     async def keystore(self) -> KeyStore:
         # The keys live on the store object, exactly as long as the data they open.
@@ -201,12 +217,13 @@ class MemoryStore(Store):
         return self._keys is not None and bool(await self._keys.checks())
 
     async def stats(self, namespace: str, scope: str) -> ScopeStats:
-        sc = self._scope(namespace, scope)
-        if sc is None:
-            return ScopeStats(nodes=0, payload_bytes=0, kinds={})
-        kinds: dict[str, int] = {}
-        for n, _ in sc.nodes:
-            kinds[n.kind] = kinds.get(n.kind, 0) + 1
-        return ScopeStats(
-            nodes=len(sc.nodes), payload_bytes=sum(len(b) for _, b in sc.nodes), kinds=kinds
-        )
+        with self._lock:
+            sc = self._scope(namespace, scope)
+            if sc is None:
+                return ScopeStats(nodes=0, payload_bytes=0, kinds={})
+            kinds: dict[str, int] = {}
+            for n, _ in sc.nodes:
+                kinds[n.kind] = kinds.get(n.kind, 0) + 1
+            return ScopeStats(
+                nodes=len(sc.nodes), payload_bytes=sum(len(b) for _, b in sc.nodes), kinds=kinds
+            )

@@ -2,7 +2,12 @@
 
 Many processes and machines on one database. Design, and why:
 
-* **asyncpg with a pool** (``min_size``/``max_size`` options, default 1..10).
+* **asyncpg with a pool** (``min_size``/``max_size`` options, default 1..10). At
+  exhaustion a call waits up to ``pool_timeout`` seconds (default 30) for a free
+  connection, then raises ``StoreError(code="pool_timeout")`` having sent nothing.
+  The pool belongs to the event loop that opened the store: a call from another
+  loop (another thread's) raises ``StoreError(code="wrong_event_loop")`` at once;
+  open one store per thread there (``tether.store._pools``).
 * **One round trip per commit**: ``tether_commit`` (PL/pgSQL, see
   ``_postgres_schema``) checks and moves every scope head with a conditional
   ``UPDATE`` (the row lock serialises writers of a scope; a stale head updates
@@ -31,6 +36,7 @@ import orjson
 
 from ..core.errors import Conflict, InvalidRequest, StoreError
 from ..core.graph import CausalNode, new_node
+from ._pools import DEFAULT_POOL_TIMEOUT, parse_timeout, pg_connection
 from ._postgres_schema import LATEST, MIGRATIONS
 from ._sql import (
     KIND_CODE,
@@ -58,7 +64,9 @@ from .vectors import VectorTable
 T = TypeVar("T")
 
 _SCHEMA_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-_OPTIONS: Final = frozenset({"schema", "min_size", "max_size", "durability", "command_timeout"})
+_OPTIONS: Final = frozenset(
+    {"schema", "min_size", "max_size", "durability", "command_timeout", "pool_timeout"}
+)
 _NO_UPPER: Final = 2**62
 _NODE_COLS: Final = (
     "n.seq, n.id, n.kind, n.parents, n.created_ms, n.created_text, n.rkey, n.payload"
@@ -96,11 +104,13 @@ class PostgresStore(Store):
         schema: str,
         codec: PayloadCodec | None,
         durability: str = "full",
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
     ) -> None:
         super().__init__(codec=codec)
         self.url = url
         self.schema = schema
         self.durability = durability
+        self.pool_timeout = pool_timeout
         self._pool: Any = pool
         self._vectors: VectorTable | None = None  # the recall index, made on first use
         s = f'"{schema}"'
@@ -130,12 +140,15 @@ class PostgresStore(Store):
         max_size: int | None = None,
         durability: str | None = None,
         command_timeout: float | None = None,
+        pool_timeout: float | None = None,
         **connect_options: Any,
     ) -> PostgresStore:
         """Connect a pool and bring the schema up to date.
 
         ``schema``: the PostgreSQL schema holding tether's tables (default ``public``).
         ``min_size``/``max_size``: the pool's bounds (default 1 and 10).
+        ``pool_timeout``: seconds a call waits for a free connection when all
+        ``max_size`` are busy (default 30), then ``StoreError(code="pool_timeout")``.
         ``durability``: ``"full"`` (the server's setting) or ``"normal"``
         (``synchronous_commit=off``). Other keyword options go to ``asyncpg.create_pool``.
         """
@@ -166,6 +179,11 @@ class PostgresStore(Store):
             )
         except ValueError:
             raise InvalidRequest("min_size, max_size and command_timeout are numbers") from None
+        wait = parse_timeout(
+            pool_timeout
+            if pool_timeout is not None
+            else query.get("pool_timeout", DEFAULT_POOL_TIMEOUT)
+        )
         settings = dict(connect_options.pop("server_settings", None) or {})
         if durability == "normal":
             settings["synchronous_commit"] = "off"
@@ -191,7 +209,7 @@ class PostgresStore(Store):
             raise StoreError(
                 f"cannot connect to PostgreSQL at {_redact(dsn)}: {e}", code="store_unavailable"
             ) from e
-        store = cls(url, pool, schema=schema, codec=codec, durability=durability)
+        store = cls(url, pool, schema=schema, codec=codec, durability=durability, pool_timeout=wait)
         try:
             await store._migrate()
         except BaseException:
@@ -269,7 +287,7 @@ class PostgresStore(Store):
 
         for attempt in range(5):
             try:
-                async with self._p.acquire() as conn:
+                async with pg_connection(self._p, self.pool_timeout) as conn:
                     return await fn(conn)
             except asyncpg.PostgresError as e:
                 if getattr(e, "sqlstate", None) in _RETRY_SQLSTATES and attempt < 4:
@@ -574,20 +592,26 @@ class PostgresStore(Store):
     async def keystore(self) -> KeyStore:
         from ._postgres_keys import PostgresKeyStore
 
-        return PostgresKeyStore(self._pool, schema=self.schema, owned=False)
+        return PostgresKeyStore(
+            self._pool, schema=self.schema, owned=False, pool_timeout=self.pool_timeout
+        )
 
     def vector_table(self) -> VectorTable | None:
         if self._vectors is None and self._pool is not None:
             from ._postgres_vectors import PostgresVectorTable
 
             # Tables tether_recall_* in the store's schema, on the store's pool.
-            self._vectors = PostgresVectorTable(self._pool, schema=self.schema)
+            self._vectors = PostgresVectorTable(
+                self._pool, schema=self.schema, pool_timeout=self.pool_timeout
+            )
         return self._vectors
 
     async def holds_keys(self) -> bool:
         from ._postgres_keys import PostgresKeyStore
 
-        return await PostgresKeyStore(self._pool, schema=self.schema, owned=False).has_checks()
+        return await PostgresKeyStore(
+            self._pool, schema=self.schema, owned=False, pool_timeout=self.pool_timeout
+        ).has_checks()
 
     async def close(self) -> None:
         vectors, self._vectors = self._vectors, None

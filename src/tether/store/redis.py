@@ -8,10 +8,18 @@ persistence settings tether needs are in docs/redis.md.
 
 All keys of a namespace share the hash tag ``{namespace}`` so that, on Redis
 Cluster, one namespace lives in one slot and its scripts stay single-slot.
+
+Connections come from a ``BlockingConnectionPool``: ``max_connections`` (default
+50) and ``pool_timeout`` (seconds, default 30) in the URL. At exhaustion a call
+waits for a free connection, then raises ``StoreError(code="pool_timeout")`` with
+nothing sent. The pool belongs to the event loop that opened the store: a call
+from another loop raises ``StoreError(code="wrong_event_loop")`` at once (open one
+store per thread there).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -28,6 +36,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
 from ..core.errors import InvalidRequest, StoreError
 from ..core.graph import CausalNode, new_node
 from . import _redis_lua as lua
+from ._pools import DEFAULT_POOL_TIMEOUT, check_loop, parse_timeout, redis_error
 from .base import (
     DuplicateNodes,
     Head,
@@ -45,10 +54,12 @@ DEFAULT_PREFIX: Final = "tether:"
 # Scopes reset per script call in delete_namespace: bounds how long Redis blocks.
 DELETE_BATCH: Final = 256
 _SEQ_DIGITS: Final = 12
-# Options forwarded to redis.asyncio.Redis.from_url.
+DEFAULT_MAX_CONNECTIONS: Final = 50
+# Options forwarded to redis.asyncio.BlockingConnectionPool.from_url.
 _CLIENT_OPTIONS: Final = frozenset(
     {
         "max_connections",
+        "pool_timeout",
         "socket_timeout",
         "socket_connect_timeout",
         "health_check_interval",
@@ -133,6 +144,7 @@ class RedisStore(Store):
         self._p = prefix.encode()
         self._closed = False
         self._vectors: VectorTable | None = None  # the recall index, made on first use
+        self._loop = asyncio.get_running_loop()  # the pool's connections belong to it
         self._commit = client.register_script(lua.COMMIT)
         self._reset = client.register_script(lua.RESET)
         self._delete_batch = client.register_script(lua.DELETE_BATCH)
@@ -149,11 +161,17 @@ class RedisStore(Store):
         query = parse_qsl(parts.query, keep_blank_values=True)
         prefix = options.pop("prefix", None)
         rest = []
+        pool: dict[str, Any] = {}
         for k, v in query:
             if k == "prefix":
                 prefix = prefix if prefix is not None else v
+            elif k in ("max_connections", "pool_timeout"):
+                pool[k] = v
             else:
                 rest.append((k, v))
+        for k in ("max_connections", "pool_timeout"):
+            if k in options:
+                pool[k] = options.pop(k)
         codec = options.pop("codec", None)
         unknown = set(options) - _CLIENT_OPTIONS
         if unknown:
@@ -164,8 +182,22 @@ class RedisStore(Store):
             )
         client_url = urlunsplit(parts._replace(query=urlencode(rest)))
         prefix = _check_prefix(DEFAULT_PREFIX if prefix is None else prefix)
+        timeout = parse_timeout(pool.get("pool_timeout", DEFAULT_POOL_TIMEOUT))
+        size = pool.get("max_connections", DEFAULT_MAX_CONNECTIONS)
+        if isinstance(size, bool) or not str(size).isdigit() or int(size) < 1:
+            raise InvalidRequest(
+                f"max_connections: an integer >= 1, got {size!r}", field="max_connections"
+            )
         try:
-            client = aioredis.Redis.from_url(client_url, decode_responses=False, **options)
+            # Blocking: at exhaustion a call waits (pool_timeout) instead of failing.
+            blocking = aioredis.BlockingConnectionPool.from_url(
+                client_url,
+                max_connections=int(size),
+                timeout=timeout,
+                decode_responses=False,
+                **options,
+            )
+            client = aioredis.Redis.from_pool(blocking)
         except (ValueError, TypeError, RedisError) as e:
             raise InvalidRequest(f"invalid Redis URL {url!r}: {e}", field="url") from e
         store = cls(client, url=url, prefix=prefix, codec=codec)
@@ -181,12 +213,12 @@ class RedisStore(Store):
         from ._redis_keys import RedisKeyStore
 
         # The store's own client (its pool, credentials and TLS settings) and prefix.
-        return RedisKeyStore(self._r, self.prefix)
+        return RedisKeyStore(self._r, self.prefix, loop=self._loop)
 
     async def holds_keys(self) -> bool:
         from ._redis_keys import RedisKeyStore
 
-        return await RedisKeyStore(self._r, self.prefix).has_checks()
+        return await RedisKeyStore(self._r, self.prefix, loop=self._loop).has_checks()
 
     def vector_table(self) -> VectorTable | None:
         if self._vectors is None:
@@ -228,13 +260,11 @@ class RedisStore(Store):
     async def _errors(self, what: str) -> AsyncIterator[None]:
         if self._closed:
             raise StoreError("this Redis store is closed; open a new one with open_store")
+        check_loop(self._loop, "Redis")
         try:
             yield
         except RedisError as e:
-            raise StoreError(
-                f"Redis {what} failed ({type(e).__name__}: {e}); check the server at {self.url}",
-                operation=what,
-            ) from e
+            raise redis_error(e, what, self.url, self._r.connection_pool) from e
 
     def _decode(self, namespace: str, scope: str, blob: bytes) -> CausalNode:
         header, _, payload = blob.partition(b"\n")

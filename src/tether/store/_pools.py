@@ -1,0 +1,92 @@
+"""Connection pools shared by a store's calls: the event-loop rule and waiting for a slot.
+
+asyncpg and redis-py connections belong to the event loop that opened them: used
+from another loop (another OS thread running its own loop, or a second
+``asyncio.run``) they fail half-way, after a command may already have been sent.
+So a PostgreSQL or Redis store refuses a call from another loop at once, before
+anything is sent, with ``StoreError(code="wrong_event_loop")``: open one store per
+thread (per event loop) instead. SQLite and ``memory://`` stores are safe to share.
+
+At exhaustion a pool waits up to ``pool_timeout`` seconds (a URL option) for a
+free connection, then raises ``StoreError(code="pool_timeout")``; nothing was sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+from ..core.errors import InvalidRequest, StoreError
+
+DEFAULT_POOL_TIMEOUT: Final = 30.0
+
+
+def check_loop(owner: asyncio.AbstractEventLoop | None, backend: str) -> None:
+    """Raise ``StoreError(code="wrong_event_loop")`` unless running on ``owner``."""
+    if owner is None:
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # pragma: no cover - every caller is a coroutine
+        return
+    if loop is not owner:
+        raise StoreError(
+            f"this {backend} store was opened on another event loop; its connections belong "
+            "to that loop and cannot be used from this one (another thread's loop, or a new "
+            "asyncio.run). Open one store per thread/event loop with tether.open_store "
+            "(SQLite and memory:// stores may be shared across threads)",
+            code="wrong_event_loop",
+            backend=backend,
+        )
+
+
+def pool_timeout_error(backend: str, timeout: float | None, size: int | None) -> StoreError:
+    return StoreError(
+        f"no {backend} connection became free within pool_timeout={timeout:g} s "
+        f"(pool size {size}); nothing was sent. Raise max_size/max_connections or "
+        "pool_timeout in the store URL, or lower the concurrency",
+        code="pool_timeout",
+        backend=backend,
+        timeout=timeout,
+        pool_size=size,
+    )
+
+
+def parse_timeout(value: Any, field: str = "pool_timeout") -> float:
+    """A pool timeout in seconds (> 0) from a URL option or keyword."""
+    try:
+        t = float(value)
+    except (TypeError, ValueError):
+        raise InvalidRequest(f"{field}: a number of seconds, got {value!r}", field=field) from None
+    if not t > 0 or t == float("inf"):
+        raise InvalidRequest(f"{field}: a number of seconds > 0, got {value!r}", field=field)
+    return t
+
+
+@asynccontextmanager
+async def pg_connection(pool: Any, timeout: float | None) -> AsyncIterator[Any]:
+    """A connection of asyncpg ``pool``: on its loop, within ``timeout`` seconds."""
+    check_loop(getattr(pool, "_loop", None), "PostgreSQL")
+    try:
+        conn = await pool.acquire(timeout=timeout)
+    except TimeoutError as e:
+        raise pool_timeout_error("PostgreSQL", timeout, pool.get_max_size()) from e
+    try:
+        yield conn
+    finally:
+        await pool.release(conn)
+
+
+def redis_error(e: Exception, what: str, url: str, pool: Any) -> StoreError:
+    """The ``StoreError`` a failing redis-py call becomes: ``pool_timeout`` when the
+    blocking pool had no free connection in time, else a plain ``StoreError``."""
+    if type(e).__name__ == "ConnectionError" and isinstance(e.__cause__, TimeoutError):
+        return pool_timeout_error(
+            "Redis", getattr(pool, "timeout", None), getattr(pool, "max_connections", None)
+        )
+    return StoreError(
+        f"Redis {what} failed ({type(e).__name__}: {e}); check the server at {url}",
+        operation=what,
+    )

@@ -28,12 +28,14 @@ and its own server needs OpenSSL 1.1); the tests run the scan.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core.errors import StoreError
+from ._pools import check_loop, redis_error
 from .vectors import Mark, VectorEntry, VectorHit, VectorTable, margin, rescore, scan
 
 
@@ -43,9 +45,15 @@ def _part(scope: str, space: str) -> bytes:
 
 class RedisVectorTable(VectorTable):
     def __init__(
-        self, client: Any, stem: Callable[[str], bytes], *, use_search: bool | None = None
+        self,
+        client: Any,
+        stem: Callable[[str], bytes],
+        *,
+        use_search: bool | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self._r = client
+        self._loop = loop  # the event loop the client's connections belong to
         self._stem = stem
         if use_search is None:
             use_search = os.environ.get("TETHER_RECALL_REDIS_SEARCH", "1") != "0"
@@ -58,11 +66,15 @@ class RedisVectorTable(VectorTable):
     async def _do(self, what: str, fn: Callable[[], Any]) -> Any:
         from redis.exceptions import RedisError
 
+        check_loop(self._loop, "Redis")
         try:
             if not self._probed:
                 await self._probe()
             return await fn()
         except RedisError as e:
+            err = redis_error(e, f"recall index {what}", "", self._r.connection_pool)
+            if err.code == "pool_timeout":
+                raise err from e
             raise StoreError(f"Redis recall index {what} failed ({type(e).__name__}: {e})") from e
 
     async def _probe(self) -> None:

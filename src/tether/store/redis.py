@@ -225,7 +225,7 @@ class RedisStore(Store):
             from ._redis_vectors import RedisVectorTable
 
             # Hashes beside the namespace's keys (same prefix and hash tag), same client.
-            self._vectors = RedisVectorTable(self._r, self._stem)
+            self._vectors = RedisVectorTable(self._r, self._stem, loop=self._loop)
         return self._vectors
 
     async def close(self) -> None:

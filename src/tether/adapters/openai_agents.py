@@ -8,8 +8,9 @@
 Needs the ``openai-agents`` extra; the core never imports the SDK.
 
 The session is the tether thread ``thread:<session_id>`` of ``namespace``. Each
-item is one node that keeps the SDK's item JSON exactly (``payload["item"]``)
-beside the fields of docs/graph-encoding.md, so tether's conversation views,
+item is one node that keeps the SDK's item JSON (``payload["item"]``, less the
+text the graph field already holds: see ``_compact``; read back exactly) beside the
+fields of docs/graph-encoding.md, so tether's conversation views,
 inspector and export read the conversation:
 
 ==========================================  ===============  =====================
@@ -38,7 +39,7 @@ SQLite's ``LIMIT -1``).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Final, TypeVar
 
 from agents.memory.session_settings import (
@@ -49,7 +50,6 @@ from agents.memory.session_settings import (
 
 from ..core import scopes
 from ..core.errors import InvalidNode, InvalidRequest, TetherError
-from ..core.graph import CausalNode
 from ..store import Store, open_store
 from ..store.txn import Transaction, transact
 from ._sync import LoopBridge
@@ -89,6 +89,7 @@ def _loop_free(url: str) -> bool:
 
 
 _PAGE: Final = 256
+_PAGE_LONG: Final = 1024
 
 
 def _text(content: Any) -> str:
@@ -113,8 +114,84 @@ def _arguments(raw: Any) -> Any:
     return raw if isinstance(raw, dict) else {}
 
 
+# Where an item's text also sits in the graph-encoding field (``input`` of a goal,
+# ``content`` of an inference or a tool result), the item is stored without it and
+# rebuilt on read, exactly: the text is stored once (bytes on disk, and a read decodes
+# half as much). ``oa`` says how: "item" (the item whole, or with a ``hole``: the path
+# of the one string left ``null`` in it), "rc"/"cr" (the item is exactly
+# ``{"role", "content"}`` / ``{"content", "role"}`` with the text as content).
+_TEXT_FIELD: Final = {"goal": "input", "inference": "content", "tool_result": "content"}
+_ROLE: Final = {"goal": "user", "inference": "assistant"}
+_ITEM_MARKS: Final = frozenset({"item", "rc", "cr"})
+
+
+def _hole(item: dict[str, Any], text: str) -> list[Any] | None:
+    """The path of the one string in ``item`` equal to ``text`` that the graph field
+    holds: ``["content"]``, ``["output"]`` or ``["content", i, "text"]``."""
+    for key in ("content", "output"):
+        value = item.get(key)
+        if value == text:
+            return [key]
+        if isinstance(value, list):
+            found = [
+                i
+                for i, part in enumerate(value)
+                if isinstance(part, dict) and isinstance(part.get("text"), str)
+            ]
+            if len(found) == 1 and value[found[0]]["text"] == text:
+                return [key, found[0], "text"]
+    return None
+
+
+def _compact(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    field = _TEXT_FIELD.get(kind)
+    text = payload.get(field) if field else None
+    item = payload["item"]
+    if not isinstance(text, str) or not text:
+        return payload
+    role = _ROLE.get(kind)
+    if role and len(item) == 2 and item.get("role") == role and item.get("content") == text:
+        order = "rc" if next(iter(item)) == "role" else "cr"
+        return {**{k: v for k, v in payload.items() if k != "item"}, "oa": order}
+    path = _hole(item, text)
+    if path is None:
+        return payload
+    if len(path) == 1:
+        stored = {**item, path[0]: None}
+    else:
+        parts = list(item[path[0]])
+        parts[path[1]] = {**parts[path[1]], "text": None}
+        stored = {**item, path[0]: parts}
+    return {**payload, "item": stored, "hole": path}
+
+
+def node_item(kind: str, p: dict[str, Any]) -> Any:
+    """The SDK item a node (its kind and payload) stores, rebuilt exactly (``_compact``)."""
+    oa = p["oa"]
+    if oa == "item":
+        path = p.get("hole")
+        if path is None:
+            return p["item"]
+        item = p["item"]
+        text = p[_TEXT_FIELD[kind]]
+        if len(path) == 1:
+            return {**item, path[0]: text}
+        parts = list(item[path[0]])
+        parts[path[1]] = {**parts[path[1]], "text": text}
+        return {**item, path[0]: parts}
+    text = p[_TEXT_FIELD[kind]]
+    role = _ROLE[kind]
+    return {"role": role, "content": text} if oa == "rc" else {"content": text, "role": role}
+
+
 def item_node(item: Any, llm: str) -> tuple[str, dict[str, Any]]:
-    """The kind and payload of one SDK item (the item itself is kept under ``item``)."""
+    """The kind and payload of one SDK item (the item itself is kept under ``item``,
+    less the text the graph-encoding field already holds)."""
+    kind, payload = _item_node(item, llm)
+    return kind, _compact(kind, payload)
+
+
+def _item_node(item: Any, llm: str) -> tuple[str, dict[str, Any]]:
     if not isinstance(item, dict):
         raise InvalidItem(
             f"a session item is a JSON object (a TResponseInputItem), got {type(item).__name__}",
@@ -124,12 +201,7 @@ def item_node(item: Any, llm: str) -> tuple[str, dict[str, Any]]:
     role = item.get("role")
     base: dict[str, Any] = {"oa": "item", "run": None, "item": item}
     if itype in (None, "message") and role == "user":
-        return "goal", {
-            **base,
-            "input": _text(item.get("content")),
-            "llm": llm,
-            "metadata": {"source": "openai-agents"},
-        }
+        return "goal", {**base, "input": _text(item.get("content")), "llm": llm, "metadata": {}}
     if itype in (None, "message") and role == "assistant":
         return "inference", {
             **base,
@@ -231,31 +303,36 @@ class TetherSession:
 
     async def _visible(
         self, limit: int | None, before: int | None = None
-    ) -> AsyncIterator[CausalNode]:
-        """Visible item nodes, newest first, reading back from ``before`` (a sequence)."""
+    ) -> list[tuple[int, str, Any]]:
+        """Visible item nodes, newest first, reading back from ``before`` (a sequence).
+
+        ``(sequence, kind, payload)`` from ``Store.payloads`` (no ids, parents or
+        timestamps built), in one plain loop (no generator step per node: on a long
+        history that per-item cost is most of a read after decoding)."""
         hidden = 0
-        found = 0
+        out: list[tuple[int, str, Any]] = []
         page_size = _PAGE if limit is None else min(_PAGE, max(limit, 1) + 8)
+        marks = _ITEM_MARKS
         while True:
-            page = await self.store.nodes(
+            page = await self.store.payloads(
                 self.namespace, self.scope, before=before, limit=page_size, descending=True
             )
             for n in page:
-                oa = n.payload.get("oa") if isinstance(n.payload, dict) else None
-                if oa == "pop":
-                    hidden += 1
-                elif oa == "item":
+                p = n[2]
+                oa = p.get("oa") if type(p) is dict else None
+                if oa in marks:
                     if hidden:
                         hidden -= 1
-                        continue
-                    yield n
-                    found += 1
-                    if limit is not None and found >= limit:
-                        return
+                    else:
+                        out.append(n)
+                        if limit is not None and len(out) >= limit:
+                            return out
+                elif oa == "pop":
+                    hidden += 1
             if len(page) < page_size:
-                return
-            before = page[-1].sequence
-            page_size = _PAGE
+                return out
+            before = page[-1][0]
+            page_size = _PAGE_LONG
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The conversation, oldest first; the latest ``limit`` items when a limit applies."""
@@ -266,8 +343,9 @@ class TetherSession:
             return []
 
         async def read() -> list[Any]:
-            nodes = [x async for x in self._visible(n)]
-            return [x.payload["item"] for x in reversed(nodes)]
+            nodes = await self._visible(n)
+            nodes.reverse()
+            return [node_item(kind, p) for _, kind, p in nodes]
 
         return await self._run(read)
 
@@ -296,9 +374,10 @@ class TetherSession:
 
         async def fn(txn: Transaction) -> Any | None:
             head = await txn.head(self.scope)
-            async for node in self._visible(1, before=head.sequence + 1):
+            for seq, kind, payload in await self._visible(1, before=head.sequence + 1):
+                (node,) = await self.store.nodes(self.namespace, self.scope, after=seq - 1, limit=1)
                 await txn.append(self.scope, "resource", {"oa": "pop", "item": node.id})
-                return node.payload["item"]
+                return node_item(kind, payload)
             return None
 
         return await self._run(lambda: transact(self.store, self.namespace, fn))

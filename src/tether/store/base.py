@@ -308,6 +308,26 @@ class Store(ABC):
         ``descending=True`` returns the newest first (for tail reads such as a window view).
         """
 
+    async def payloads(
+        self,
+        namespace: str,
+        scope: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 1000,
+        descending: bool = False,
+    ) -> list[tuple[int, str, Any]]:
+        """``(sequence, kind, payload)`` of the nodes ``nodes()`` returns, same order.
+
+        For readers that need no more of a node (a framework session reading its items
+        back): a backend may skip building ids, parents and timestamps. This default
+        takes them from ``nodes()``."""
+        nodes = await self.nodes(
+            namespace, scope, after=after, before=before, limit=limit, descending=descending
+        )
+        return [(n.sequence, n.kind, n.payload) for n in nodes]
+
     @abstractmethod
     async def get_nodes(
         self, namespace: str, scope: str, ids: Sequence[str]

@@ -663,6 +663,57 @@ class SQLiteStore(Store):
     ) -> list[CausalNode]:
         return await self._call(self._nodes, namespace, scope, after, before, limit, descending)
 
+    async def payloads(
+        self,
+        namespace: str,
+        scope: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 1000,
+        descending: bool = False,
+    ) -> list[tuple[int, str, Any]]:
+        return await self._call(self._payloads, namespace, scope, after, before, limit, descending)
+
+    def _payloads(
+        self,
+        namespace: str,
+        scope: str,
+        after: int,
+        before: int | None,
+        limit: int,
+        descending: bool,
+    ) -> list[tuple[int, str, Any]]:
+        # nodes() less ids, parents, timestamps and resource keys: three columns read
+        # and one decode per row (a session's full read is mostly this loop).
+        sid = self._sid(namespace, scope)
+        if sid is None or limit <= 0:
+            return []
+        base = sid << 32
+        lo = base | min(max(after, 0), _LOW)
+        hi = base | _LOW if before is None else base | min(max(before - 1, 0), _LOW)
+        if hi <= lo:
+            return []
+        order = "DESC" if descending else "ASC"
+        cur = self._c.execute(
+            f"SELECT k & {_LOW}, kind, payload FROM tether_nodes WHERE k > ? AND k <= ?"
+            f" ORDER BY k {order} LIMIT ?",
+            (lo, hi, limit),
+        )
+        codec = self.codec
+        if type(codec) is JsonCodec:
+            decode: Callable[[bytes], Any] = orjson.loads
+        else:
+
+            def decode(data: bytes) -> Any:
+                return codec.decode(namespace, scope, data)
+
+        kinds = KIND_CODES
+        try:
+            return [(seq, kinds[kind], decode(p)) for seq, kind, p in cur]
+        finally:
+            cur.close()
+
     def _nodes(
         self,
         namespace: str,

@@ -25,7 +25,11 @@ REGISTRY: dict[str, Entry] = {
     "langgraph_tether_sqlite": Entry("LangGraph TetherSaver (SQLite)", "peers", "sqlite"),
     "langgraph_postgres": Entry("LangGraph PostgresSaver", "peers", "postgres"),
     "openai_sqlite": Entry("OpenAI Agents SQLiteSession", "peers", "sqlite"),
+    # tether's session for the SDK, in the peers venv beside SQLiteSession (its pair)
+    "openai_tether_sqlite": Entry("OpenAI Agents TetherSession (SQLite)", "peers", "sqlite"),
     "adk_sqlite": Entry("Google ADK DatabaseSessionService (SQLite)", "peers", "sqlite"),
+    # tether's ADK session service, in the peers venv beside DatabaseSessionService
+    "adk_tether_sqlite": Entry("Google ADK TetherSessionService (SQLite)", "peers", "sqlite"),
 }
 
 ALL = list(REGISTRY)

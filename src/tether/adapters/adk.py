@@ -76,6 +76,7 @@ class InvalidStateValue(InvalidRequest, TypeError):
     default_code = "invalid_state_value"
 
 _PAGE: Final = 256
+_FIRST: Final = 8
 _SESSION_KEY: Final = "adk:session"
 
 
@@ -181,20 +182,24 @@ class TetherSessionService(BaseSessionService):
         return state
 
     async def _events_back(
-        self, ns: str, thread: str, before: int | None = None
+        self, ns: str, thread: str, before: int | None = None, first: int = _PAGE
     ) -> AsyncIterator[CausalNode]:
-        """Event nodes of a session, newest first."""
+        """Event nodes of a session, newest first. ``first``: the size of the first page
+        (small when only the newest event is wanted: the newest nodes of a session are
+        its last event and the state it changed, so a few nodes reach it)."""
+        size = first
         while True:
-            page = await self.store.nodes(ns, thread, before=before, limit=_PAGE, descending=True)
+            page = await self.store.nodes(ns, thread, before=before, limit=size, descending=True)
             for n in page:
                 if isinstance(n.payload, dict) and n.payload.get("adk") == "event":
                     yield n
-            if len(page) < _PAGE:
+            if len(page) < size:
                 return
             before = page[-1].sequence
+            size = _PAGE
 
     async def _last_update(self, ns: str, thread: str, record: CausalNode) -> float:
-        async for n in self._events_back(ns, thread):
+        async for n in self._events_back(ns, thread, first=_FIRST):
             return float(n.payload["event"]["timestamp"])
         return float(record.payload["created"])
 
@@ -338,7 +343,9 @@ class TetherSessionService(BaseSessionService):
             if record is None:
                 raise SessionNotFoundError(f"Session {session.id} not found.")
             head = await txn.head(thread)
-            async for last in self._events_back(ns, thread, before=head.sequence + 1):
+            async for last in self._events_back(
+                ns, thread, before=head.sequence + 1, first=_FIRST
+            ):
                 stored = float(last.payload["event"]["timestamp"])
                 if stored > session.last_update_time:
                     raise StaleSessionError(

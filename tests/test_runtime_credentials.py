@@ -207,3 +207,92 @@ async def test_no_trace_in_the_database_file_the_export_or_the_logs(
     captured = capfd.readouterr()
     assert s not in captured.err and s not in captured.out
     assert s not in caplog.text and "tool leaky failed" in caplog.text
+
+
+# --------------------------------------------------------------------------- issue 18
+
+
+def test_redaction_covers_json_escaped_forms() -> None:
+    import json
+
+    s = 'pa"ss\\word-é'
+    for text in (
+        json.dumps({"token": s}),
+        json.dumps({"token": s}, ensure_ascii=False),
+        json.dumps(json.dumps({"token": s})),
+        f"plain {s} text",
+    ):
+        out = redact({"content": text}, [s])
+        dumped = json.dumps(out) + json.dumps(out, ensure_ascii=False)
+        assert "pa" not in out["content"].replace("[redacted]", ""), out
+        assert REDACTED in out["content"]
+        assert 'ss\\\\word' not in dumped
+
+
+async def test_a_json_dumps_result_holding_a_secret_is_scrubbed() -> None:
+    import json
+
+    s = 'ghp"' + uuid.uuid4().hex + "\\x"
+
+    @tool(credentials=["github"])
+    def dumps(credentials: dict[str, str]) -> str:
+        """Return the credentials as JSON text."""
+        return json.dumps({"auth": credentials["github"]})
+
+    m = ScriptedModel([Rule(match=r"go", tools=[call("dumps")], then="{result}")])
+    store = MemoryStore()
+    agent = Agent(None, m, store=store, tools=[dumps])
+    r = await agent.step("go", thread="t", context={"credentials": {"github": s}})
+    exported = await control.export_snapshot(store, NS, "thread:t")
+    inner = json.dumps(s)[1:-1]
+    assert inner.encode() not in exported and s.encode() not in exported
+    assert json.dumps(inner)[1:-1].encode() not in exported
+    assert REDACTED in str(r.answer)
+
+
+async def test_a_credential_in_a_tool_state_key_is_refused_and_not_stored() -> None:
+    from tether.runtime.credentials import CredentialPersisted
+
+    s = secret()
+    seen: list[str] = []
+
+    @tool(credentials=["bank"])
+    async def cache(credentials: dict[str, str], state: ToolState) -> str:
+        """Cache by the account's token."""
+        try:
+            await state.set(f"cache-{credentials['bank']}", 1)
+        except CredentialPersisted as e:
+            seen.append(e.code)
+            raise
+        return "cached"
+
+    m = ScriptedModel([Rule(match=r"go", tools=[call("cache")], then="{result}")])
+    store = MemoryStore()
+    agent = Agent(None, m, store=store, tools=[cache])
+    r = await agent.step("go", thread="t", context={"credentials": {"bank": s}})
+    assert seen == ["credential_persisted"]
+    assert "CredentialPersisted" in str(r.answer)
+    exported = await control.export_snapshot(store, NS, "thread:t")
+    assert s.encode() not in exported
+    state = await agent.tool_state("cache", thread="t")
+    assert await state.list() == []
+
+
+@pytest.mark.parametrize("where", ["input", "metadata", "thread"])
+async def test_a_credential_in_the_step_input_or_metadata_is_refused(where: str) -> None:
+    from tether.runtime.credentials import CredentialPersisted
+
+    s = secret()
+    store = MemoryStore()
+    agent = Agent(None, model(), store=store, tools=Recorder().tools)
+    kwargs: dict[str, Any] = {
+        "thread": f"t-{s}" if where == "thread" else "t",
+        "context": {"credentials": {"github": s}},
+    }
+    if where == "metadata":
+        kwargs["metadata"] = {"note": f"token={s}"}
+    with pytest.raises(CredentialPersisted) as e:
+        await agent.step(f"issue {s}" if where == "input" else "issue x", **kwargs)
+    assert e.value.code == "credential_persisted"
+    assert s not in e.value.message
+    assert await store.list_namespaces() == []

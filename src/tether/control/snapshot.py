@@ -31,7 +31,6 @@ import contextlib
 import dataclasses
 import io
 import os
-import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import IO, Any, Final
@@ -41,7 +40,7 @@ import orjson
 from ..core.erased import erased_placeholders
 from ..core.errors import Conflict, InvalidSnapshot, NotFound, StoreError
 from ..core.graph import DEFAULT_LIMITS, SNAPSHOT_VERSION, AgentState, CausalNode, Limits
-from ..core.snapshot_stream import CHUNK, SnapshotStream
+from ..core.snapshot_stream import SnapshotStream
 from ..core.validate import NodeChecker
 from ..core.vocab import Vocabulary
 from ..crypto import bind_thread, bound_user, encrypted
@@ -171,8 +170,39 @@ def load_snapshot(
     return AgentState.from_json(data, limits=limits, vocabulary=vocabulary)
 
 
+class _Spooled(io.RawIOBase):
+    """A pipe read once: what the first pass reads is kept (memory up to _HOLD_BYTES,
+    then a temporary file) for the second, so a pipe over a limit is refused as soon
+    as it is read past it, like a file."""
+
+    def __init__(self, src: IO[bytes], spool: IO[bytes]) -> None:
+        self.src, self.spool, self.replay = src, spool, False
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        if self.replay:
+            return self.spool.read(n)
+        chunk = self.src.read(n)
+        self.spool.write(chunk)
+        return chunk
+
+    def tell(self) -> int:
+        return self.spool.tell()
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        self.replay = True
+        return self.spool.seek(pos, whence)
+
+
 @contextlib.contextmanager
-def _open(data: bytes | str | os.PathLike[str] | IO[bytes]) -> Iterator[IO[bytes]]:
+def _open(
+    data: bytes | str | os.PathLike[str] | IO[bytes], *, twice: bool = False
+) -> Iterator[IO[bytes]]:
     if isinstance(data, bytes | bytearray | memoryview):
         yield io.BytesIO(data)
     elif isinstance(data, str):
@@ -186,14 +216,11 @@ def _open(data: bytes | str | os.PathLike[str] | IO[bytes]) -> Iterator[IO[bytes
             ) from None
         with f:
             yield f
-    elif data.seekable():
+    elif data.seekable() or not twice:
         yield data
     else:
-        # A pipe is read once into a spool (memory up to _HOLD_BYTES, then a temporary file).
         with tempfile.SpooledTemporaryFile(max_size=_HOLD_BYTES) as spool:
-            shutil.copyfileobj(data, spool, CHUNK)
-            spool.seek(0)
-            yield spool
+            yield _Spooled(data, spool)  # type: ignore[misc]
 
 
 def check_snapshot_file(
@@ -246,7 +273,7 @@ async def import_snapshot(
             tuple(state.frontier),
         )
         return ImportedSnapshot(len(state), state.frontier)
-    with _open(data) as f:
+    with _open(data, twice=True) as f:
         start = f.tell()
         first = SnapshotStream(f, limits=limits, vocabulary=vocabulary)
         held: list[list[CausalNode]] | None = []

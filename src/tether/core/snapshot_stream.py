@@ -42,6 +42,8 @@ from .vocab import Vocabulary
 __all__ = ["SnapshotStream", "node_text_limit"]
 
 CHUNK: Final = 1 << 20
+# A batch of checked nodes is handed over at this many payload bytes (or `batch` nodes).
+BATCH_BYTES: Final = 2 << 20
 _WS: Final = frozenset(" \t\n\r")
 
 
@@ -155,7 +157,7 @@ class SnapshotStream:
     """One pass over a snapshot file: checked nodes in batches, then its frontier.
 
     ``batches()`` yields lists of checked ``CausalNode`` (at most ``batch``
-    each) and raises ``InvalidSnapshot`` at the first fault; once it is
+    each, and about ``BATCH_BYTES`` of payload at most) and raises ``InvalidSnapshot`` at the first fault; once it is
     exhausted, ``count``, ``frontier`` and ``sha256`` describe the whole file.
     """
 
@@ -238,6 +240,7 @@ class SnapshotStream:
         t = self._t
         t.pos += 1  # the '['
         out: list[CausalNode] = []
+        mark = checker.total
         if t.peek() == "]":
             t.pos += 1
             return
@@ -252,9 +255,10 @@ class SnapshotStream:
                 if e.code == "parent_missing":
                     self._parent_later(raw, checker, e)
                 raise
-            if len(out) >= self.batch:
+            if len(out) >= self.batch or checker.total - mark >= BATCH_BYTES:
                 yield out
                 out = []
+                mark = checker.total
             c = t.peek()
             t.pos += 1
             if c == "]":

@@ -28,8 +28,11 @@ Credentials never reach storage, logs, exports or the inspector:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Protocol, runtime_checkable
+
+import orjson
 
 from ..core.errors import InvalidRequest
 
@@ -37,7 +40,9 @@ __all__ = [
     "CONTEXT_KEY",
     "REDACTED",
     "CredentialError",
+    "CredentialPersisted",
     "CredentialProvider",
+    "check_not_persisted",
     "public_context",
     "redact",
     "resolve_credentials",
@@ -53,6 +58,16 @@ class CredentialError(InvalidRequest):
     """A credential a tool needs could not be resolved (reported to the model, not raised)."""
 
     default_code = "credential"
+
+
+class CredentialPersisted(InvalidRequest):
+    """A credential's value was about to be stored (a key, an input, a record). Nothing was.
+
+    Raised where redaction cannot apply: a tool-state key, a step's input or
+    metadata, or any node of a run's commit that still holds a credential.
+    """
+
+    default_code = "credential_persisted"
 
 
 @runtime_checkable
@@ -115,12 +130,35 @@ async def resolve_credentials(
     return out
 
 
+def _forms(secrets: Iterable[Any]) -> list[str]:
+    """Each secret as it may appear in text: raw, and JSON-escaped (once and twice, with
+    and without ``ensure_ascii``), longest first so a secret containing another is
+    scrubbed whole."""
+    out: set[str] = set()
+    for s in secrets:
+        if not isinstance(s, str) or len(s) < _MIN_SECRET:
+            continue
+        level = {s}
+        for _ in range(2):
+            nxt: set[str] = set()
+            for x in level:
+                nxt.add(json.dumps(x, ensure_ascii=False)[1:-1])
+                nxt.add(json.dumps(x)[1:-1])
+            out |= level
+            level = nxt
+        out |= level
+    return sorted(out, key=lambda x: (-len(x), x))
+
+
 def redact(value: Any, secrets: Iterable[str]) -> Any:
-    """``value`` (a JSON value or a string) with every secret replaced by ``[redacted]``."""
-    found = sorted({s for s in secrets if isinstance(s, str) and len(s) >= _MIN_SECRET}, key=len)
+    """``value`` (a JSON value or a string) with every secret replaced by ``[redacted]``.
+
+    A secret is also found JSON-escaped (a tool that returns ``json.dumps(...)`` of
+    a text holding a secret with ``"`` or ``\\`` in it).
+    """
+    found = _forms(secrets)
     if not found:
         return value
-    found.reverse()  # longest first, so a secret containing another is scrubbed whole
 
     def scrub(v: Any) -> Any:
         if isinstance(v, str):
@@ -135,3 +173,20 @@ def redact(value: Any, secrets: Iterable[str]) -> Any:
         return v
 
     return scrub(value)
+
+
+def check_not_persisted(what: str, value: Any, secrets: Iterable[Any]) -> None:
+    """Raise CredentialPersisted if ``value`` (a string or JSON value) holds a secret.
+
+    ``what`` names where it would have been stored; the message never holds a value.
+    """
+    found = _forms(secrets)
+    if not found:
+        return
+    text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+    if any(s in text for s in found):
+        raise CredentialPersisted(
+            f"{what} holds the value of a credential, which tether never stores; "
+            "use a name or a hash of it instead",
+            where=what,
+        )

@@ -66,6 +66,7 @@ from . import agent_memory_api as _memory_api
 from .agent_memory_tools import MemoryTools
 from .credentials import (
     CredentialProvider,
+    check_not_persisted,
     split_context,
 )
 from .errors import AgentError, ApprovalError, RunSuspendedError, SpecError
@@ -157,9 +158,16 @@ class Executor(ToolCalls):
         scope = scopes.thread(thread)
         if user is not None:
             scopes.user(user)
-        split_context(context)  # a malformed context["credentials"] fails before any write
+        # A malformed context["credentials"] fails before any write, and so does a
+        # credential's value in what this step would store in clear or not.
+        _, supplied = split_context(context)
         payload_input = exact_json(input, "input")
         meta = {**exact_json(dict(metadata or {}), "metadata"), "user": user}
+        check_not_persisted(
+            "the step's input, metadata or ids",
+            [payload_input, meta, thread, user],
+            supplied.values(),
+        )
         if user is not None:
             # Before the thread's first write, so an encrypted store seals it with the
             # user's data key and erase_user erases it too (free once bound; a no-op
@@ -302,6 +310,7 @@ class Executor(ToolCalls):
             scope=scope,
             context=public,
             credentials=supplied,
+            secrets={v for v in supplied.values() if isinstance(v, str)},
             view=view,
             generation=head.generation,
             seq=head.sequence,
@@ -391,6 +400,13 @@ class Executor(ToolCalls):
                     return False
                 if not await build(txn):
                     return False
+                if rc.secrets:
+                    for n in txn.pending():
+                        check_not_persisted(
+                            f"a {n.kind} node of run {rc.run_id}",
+                            [n.resource_key, n.payload],
+                            rc.secrets,
+                        )
                 await self._index(txn, rc)
                 try:
                     written = await txn.commit()

@@ -18,6 +18,9 @@ class RunContext:
     scope: str
     context: dict[str, Any]  # without its "credentials": what templates, model and tools see
     credentials: dict[str, Any]  # context["credentials"]: only for tools that declare them
+    # Every credential value this call has seen (supplied or resolved): no commit of the
+    # run may hold one (executor._commit refuses it), and tool results are scrubbed of them.
+    secrets: set[str] = field(default_factory=set)
     view: RunView
     generation: int
     seq: int  # the thread head sequence the view reflects

@@ -121,7 +121,7 @@ class ToolCalls:
         self, rc: RunContext, call: Call, tool: Tool, state: ToolState | None
     ) -> None:
         """Run one tool call and commit its result (with its state writes) in one commit."""
-        secrets: list[str] = []
+        secrets: list[str] = sorted(rc.secrets)
         try:
             creds = await resolve_credentials(
                 self._credential_names(tool, call),
@@ -129,7 +129,10 @@ class ToolCalls:
                 supplied=rc.credentials,
                 context=rc.context,
             )
-            secrets = list(creds.values())
+            rc.secrets.update(v for v in creds.values() if isinstance(v, str))
+            secrets = sorted(rc.secrets)
+            if state is not None:
+                state.secrets = tuple(secrets)
             content = await tool.invoke(
                 call.arguments,
                 idempotency_key=call.node.id,

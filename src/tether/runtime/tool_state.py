@@ -37,6 +37,7 @@ from typing import Any, Final, Literal, TypeVar
 from ..core.errors import InvalidRequest
 from ..store.base import Store
 from ..store.txn import Transaction, transact
+from .credentials import check_not_persisted
 from .tools import jsonable
 
 __all__ = [
@@ -96,7 +97,7 @@ class ToolState:
     (a script, a migration) call ``await state.commit()``.
     """
 
-    __slots__ = ("_staged", "namespace", "scope", "store", "tool")
+    __slots__ = ("_staged", "namespace", "scope", "secrets", "store", "tool")
 
     def __init__(self, store: Store, namespace: str, *, scope: str, tool: str) -> None:
         self.store = store
@@ -104,6 +105,14 @@ class ToolState:
         self.scope = scope
         self.tool = tool
         self._staged: dict[str, Any] = {}  # key -> value, or _DELETED
+        # The call's credential values: a key holding one is refused (keys are stored
+        # in clear, even on an encrypted store, and cannot be redacted).
+        self.secrets: tuple[str, ...] = ()
+
+    def _key(self, key: Any) -> str:
+        checked = _check_key(key)
+        check_not_persisted(f"tool state key of {self.tool!r}", checked, self.secrets)
+        return checked
 
     def __repr__(self) -> str:
         return f"ToolState(tool={self.tool!r}, scope={self.scope!r})"
@@ -121,7 +130,7 @@ class ToolState:
 
     async def set(self, key: str, value: Any) -> None:
         """Set ``key`` to a JSON value (committed with the call's result)."""
-        _check_key(key)
+        self._key(key)
         if value is None:
             raise InvalidRequest(
                 f"tool state {self.tool}/{key}: None is how a delete is stored; "
@@ -131,8 +140,8 @@ class ToolState:
 
     async def delete(self, key: str) -> bool:
         """Delete ``key``; False when it held nothing."""
-        existed = await self.get(key, _DELETED) is not _DELETED
-        self._staged[_check_key(key)] = _DELETED
+        existed = await self.get(self._key(key), _DELETED) is not _DELETED
+        self._staged[key] = _DELETED
         return existed
 
     async def items(self, prefix: str = "") -> dict[str, Any]:
@@ -182,6 +191,7 @@ class ToolState:
             content = None if value is _DELETED else value
             if redact is not None and content is not None:
                 content = redact(content)
+            check_not_persisted(f"tool state key of {self.tool!r}", key, self.secrets)
             rk = state_key(self.tool, key)
             head = await txn.resource_head(self.scope, rk)
             current = None if head is None else head.payload.get("content")

@@ -176,10 +176,8 @@ async def test_a_failing_tool_marks_its_span_and_leaks_nothing(
 async def test_without_capture_content_no_message_is_recorded(
     spans: InMemorySpanExporter,
 ) -> None:
-    telemetry.configure(
-        tracer_provider=telemetry._tracer_provider,  # the fixture's provider
-        capture_content=False,
-    )
+    # The default: configure() without capture_content records no message contents.
+    telemetry.configure(tracer_provider=telemetry._tracer_provider)  # the fixture's provider
     await _agent(MemoryStore()).step(
         "What's the weather in Lyon?",
         thread="t2",
@@ -201,6 +199,12 @@ async def test_control_operations_are_spans(spans: InMemorySpanExporter) -> None
     snap = await control.export(store, namespace="default", thread="t3")
     await control.verify(store, namespace="default", thread="t3")
     await control.import_(store, namespace="default", thread="copy", snapshot=snap.snapshot)
+    await control.compact(
+        store, namespace="default", thread="copy", strategy="recent", max_messages=1
+    )
+    await control.history(store, namespace="default", thread="copy")
+    goal = snap.snapshot["nodes"][0]["id"]
+    await control.fork(store, namespace="default", thread="t3", node=goal, new_thread="f3")
     await control.reset(store, namespace="default", thread="copy")
     names = [s.name for s in spans.get_finished_spans() if s.parent is None]
     assert names == [
@@ -208,13 +212,19 @@ async def test_control_operations_are_spans(spans: InMemorySpanExporter) -> None
         "tether.export",
         "tether.verify",
         "tether.import",
+        "tether.compact",
+        "tether.history",
+        "tether.fork",
         "tether.reset",
     ]
     for s in spans.get_finished_spans():
         if s.parent is None:
             a = dict(s.attributes or {})
             assert a["tether.namespace"] == "default"
-            assert a["tether.thread"] in ("t3", "copy")
+            source = s.name in ("tether.describe", "tether.export", "tether.verify", "tether.fork")
+            assert a["tether.thread"] == ("t3" if source else "copy"), s.name
+    [fork] = [s for s in spans.get_finished_spans() if s.name == "tether.fork"]
+    assert dict(fork.attributes or {})["tether.created"] == "thread:f3"
     [exp] = [s for s in spans.get_finished_spans() if s.name == "tether.export"]
     assert dict(exp.attributes or {})["tether.nodes"] == len(snap.snapshot["nodes"]) > 0
     # import and reset write: their commits are their children.

@@ -105,6 +105,8 @@ def _traced(
                     span.set_attribute("tether.scope", result.scope)
                     if result.scope.startswith("thread:"):
                         span.set_attribute("tether.thread", result.scope[7:])
+                if result.created is not None:  # a fork's new thread
+                    span.set_attribute("tether.created", result.created)
                 nodes = result.metadata.get("nodes")
                 if isinstance(nodes, int) and not isinstance(nodes, bool):
                     span.set_attribute("tether.nodes", nodes)

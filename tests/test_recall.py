@@ -132,7 +132,22 @@ async def test_reindex_reproduces_the_index_exactly(store: Store, ns: str) -> No
     table = vector_table(store)
     before = await table.entries(ns, ALICE, e.name)
     mark_before = await table.mark(ns, ALICE, e.name)
-    assert len(before) == len(FACTS) - 1
+    assert len(before) == len(FACTS) - 1 and mark_before is not None
+    # Spoil the index first (a wrong vector, a lost entry, a stray one), so only a rebuild
+    # from the graph gets back to what it was.
+    pet = before["semantic:memory:pet"]
+    await table.apply(
+        ns,
+        ALICE,
+        e.name,
+        upserts=[
+            VectorEntry(key=pet.key, node=pet.node, vector=struct.pack("<128f", *[0.5] * 128)),
+            VectorEntry(key="semantic:memory:stray", node=pet.node, vector=pet.vector),
+        ],
+        deletes=["semantic:memory:city"],
+        mark=mark_before,
+    )
+    assert await table.entries(ns, ALICE, e.name) != before
     assert await reindex(store, ns, ALICE, embedder=e) == len(before)
     assert await table.entries(ns, ALICE, e.name) == before
     assert await table.mark(ns, ALICE, e.name) == mark_before

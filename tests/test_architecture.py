@@ -132,3 +132,38 @@ def test_a_plaintext_store_never_loads_the_cipher(tmp_path: Path) -> None:
     )
     assert not [m for m in loaded["tether"] if m.startswith("tether.crypto")]
     assert "cryptography" not in loaded["third"]
+
+
+
+def test_no_backend_overrides_the_checked_store_methods() -> None:
+    """``Store.commit``, ``reset_scope`` and ``delete_namespace`` check their arguments, then
+    call the backend's ``_do_*`` hook: a backend that overrode them would skip the checks."""
+    import importlib
+    import pkgutil
+
+    import tether.store
+    from tether.store.base import Store
+
+    for package in (tether.store, importlib.import_module("tether.crypto")):
+        for m in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+            importlib.import_module(m.name)
+    seen, todo = [], list(Store.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls.__module__.startswith("tether."):
+            seen.append(cls)
+    assert {c.__name__ for c in seen} >= {
+        "MemoryStore",
+        "SQLiteStore",
+        "PostgresStore",
+        "RedisStore",
+        "EncryptedStore",
+    }
+    bad = [
+        f"{c.__module__}.{c.__qualname__}.{name}"
+        for c in seen
+        for name in ("commit", "reset_scope", "delete_namespace")
+        if name in vars(c)
+    ]
+    assert not bad, f"override the _do_* hook instead: {bad}"

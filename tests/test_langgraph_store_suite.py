@@ -11,10 +11,9 @@ later runs) and runs its ``tests/test_store.py`` in a subprocess with a plugin
 once on SQLite. Tests of LangGraph alone (text paths, op validation, batching
 helpers) run too; they pass either way.
 
-Not run: ``langgraph-checkpoint-sqlite``'s store tests. Their fixtures build
-``SqliteStore`` from SQLite connections and check its SQL (migrations, injection,
-``sqlite-vec``, its TTL sweeper thread), which is about SqliteStore itself.
-TetherStore's TTL is tested in tests/test_langgraph_store.py.
+``langgraph-checkpoint-sqlite``'s store tests (sync, async and TTL) run on TetherStore
+too, in tests/test_langgraph_sqlite_store_suite.py, less those about SqliteStore's own
+SQL; the Pregel tests that take a store run on it in tests/test_langgraph_pregel_suite.py.
 """
 
 from __future__ import annotations

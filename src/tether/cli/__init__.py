@@ -631,7 +631,15 @@ def verify(
         scope=req.scope,
         checks=tuple(found),
         missing=tuple(c.scope for c in found if c.ok and not c.checked and file is None),
-        metadata={"nodes": sum(c.checked for c in found), "file": file},
+        metadata={
+            "nodes": sum(c.checked for c in found),
+            "file": file,
+            **(
+                {"erased": {c.scope: c.erased for c in found if c.erased}}
+                if any(c.erased for c in found)
+                else {}
+            ),
+        },
     )
 
     def show(c: Console) -> None:

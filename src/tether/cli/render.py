@@ -189,9 +189,8 @@ def checks(console: Console, found: list[ScopeCheck]) -> None:
             if c.node_id:
                 where += f"{c.node_id} "
             where += c.message or ""
-        table.add_row(
-            c.scope, "ok" if c.ok else Text("FAILED", style="bold red"), str(c.checked), where
-        )
+        nodes = f"{c.checked} ({c.erased} erased)" if c.erased else str(c.checked)
+        table.add_row(c.scope, "ok" if c.ok else Text("FAILED", style="bold red"), nodes, where)
     console.print(table)
 
 

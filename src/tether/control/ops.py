@@ -269,7 +269,8 @@ async def reset(
         await store.reset_scope(ns, scope)
         await vector_table(store).drop(ns, scope)
         if req.thread is not None:
-            # Its runs leave the run index too (a second commit: the reset is not one).
+            # Its runs' index entries went with its nodes; entries of the layout before (in
+            # app) go too (a second commit: the reset is not one).
             await tasks.unindex_thread(store, ns, req.thread)
         had = head.sequence > 0
         return dataclasses.replace(
@@ -332,7 +333,7 @@ async def _end_runs(
                 ended.append(run)
                 continue
             done.add(run)
-        await txn.append(
+        err = await txn.append(
             scope,
             "protocol_error",
             {
@@ -341,14 +342,22 @@ async def _end_runs(
             },
         )
         ended.append(run)
-        # The run index learns it in the same commit (a run never indexed is left to reindex).
-        key = tasks.index_key(scope.split(":", 1)[1], run)
-        entry = await txn.resource_head(scope_names.APP, key)
-        if entry is not None and isinstance(entry.payload, dict) and "status" in entry.payload:
+        # The run index learns it in the same commit, in the thread's own scope (an entry
+        # of the layout before, in app, moves into the thread; a run never indexed is
+        # left to reindex).
+        key = tasks.entry_key(run)
+        entry = await txn.resource_head(scope, key)
+        payload = entry.payload if entry is not None else None
+        if not (isinstance(payload, dict) and "status" in payload):
+            old = await txn.resource_head(scope_names.APP, tasks.index_key(scope[7:], run))
+            payload = old.payload if old is not None else None
+            if isinstance(payload, dict) and "status" in payload:
+                payload = {k: v for k, v in payload.items() if k not in ("thread", "run")}
+        if isinstance(payload, dict) and "status" in payload:
             await txn.append(
-                scope_names.APP,
+                scope,
                 "resource",
-                {**entry.payload, "status": "failed", "pending": []},
+                {**payload, "status": "failed", "pending": [], "updated_at": err.created_at},
                 resource_key=key,
             )
     return ended
@@ -408,8 +417,9 @@ async def _reset_stores(
                 cleared.append(key)
             out.append(_cleared(name, scope, len(cleared), {"keys": cleared}))
         elif name == "task" and scope == scope_names.APP:
+            # The index lives in the threads; what app holds is the layout before.
             index = await store.resource_heads(ns, scope, tasks.INDEX_PREFIX)
-            cleared = await tasks.drop_entries(txn, index)
+            cleared = await tasks.drop_entries(txn, scope, index)
             out.append(
                 _cleared(name, scope, len(cleared), {"index": True, "entries": len(cleared)})
             )
@@ -626,6 +636,7 @@ async def verify(
             await verify_scope(store, req.namespace, s)
             for s in await _all_scopes(store, req.namespace)
         ]
+    erased = any(c.erased for c in checks)
     return StateOperationResult(
         operation="verify",
         namespace=req.namespace,
@@ -633,7 +644,12 @@ async def verify(
         checks=tuple(checks),
         # An empty scope verifies trivially; say so, since it is usually a typo.
         missing=tuple(c.scope for c in checks if c.ok and not c.checked and req.snapshot is None),
-        metadata={**req.metadata, "nodes": sum(c.checked for c in checks)},
+        metadata={
+            **req.metadata,
+            "nodes": sum(c.checked for c in checks),
+            # Scopes holding erased payloads (checked in all but those payloads' identity).
+            **({"erased": {c.scope: c.erased for c in checks if c.erased}} if erased else {}),
+        },
     )
 
 

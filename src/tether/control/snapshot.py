@@ -17,11 +17,14 @@ nodes they write, since they commit them at once).
   node ids (identity ignores sequence and createdAt), renumbered sequences, and
   that node as the only head.
 
-On an encrypted store, export, verify and fork read every payload for real, even
+On an encrypted store, export and fork read every payload for real, even
 inside ``erased_placeholders()`` or with ``on_erased="placeholder"``: an erased
 payload raises ``KeyErased`` rather than producing a snapshot (or a fork) of
 placeholders whose identities lie; an export checks the whole scope before its
-first byte. A fork of a thread bound to a user (or of a user's scope) is bound to
+first byte. Verify checks what erasure left: an erased node's links, order,
+createdAt and index entries, all but the identity of the payload that is gone,
+and counts such nodes (``ScopeCheck.erased``), so a store where one user was
+erased still verifies the rest, and reports which scopes were erased. A fork of a thread bound to a user (or of a user's scope) is bound to
 that user too, so erasing the user erases the fork.
 """
 
@@ -37,8 +40,8 @@ from typing import IO, Any, Final
 
 import orjson
 
-from ..core.erased import erased_placeholders
-from ..core.errors import Conflict, InvalidSnapshot, NotFound, StoreError
+from ..core.erased import erased_placeholders, is_erased
+from ..core.errors import Conflict, InvalidSnapshot, KeyErased, NotFound, StoreError
 from ..core.graph import DEFAULT_LIMITS, SNAPSHOT_VERSION, AgentState, CausalNode, Limits
 from ..core.snapshot_stream import SnapshotStream
 from ..core.validate import NodeChecker
@@ -54,6 +57,9 @@ _STORED_LIMITS: Final = dataclasses.replace(
     DEFAULT_LIMITS, max_nodes=2**62, max_snapshot_bytes=2**62
 )
 
+# What an erased payload fails (its placeholder is not the content its id names).
+_PAYLOAD_CODES: Final = frozenset({"identity_mismatch", "semantic_payload"})
+
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while a scope is streamed."""
 
@@ -65,14 +71,29 @@ async def _pages(
     head: Head,
     *,
     page: int = PAGE,
+    erased: set[int] | None = None,
 ) -> AsyncIterator[list[CausalNode]]:
-    """The scope's nodes 1..head.sequence, a page at a time, checking nothing is skipped."""
+    """The scope's nodes 1..head.sequence, a page at a time, checking nothing is skipped.
+
+    An erased payload raises ``KeyErased`` (a snapshot never holds a placeholder),
+    unless ``erased`` is given: then a page holding one is read again with
+    placeholders, and the sequences of its placeholder payloads are added to it.
+    """
     after = 0
     while after < head.sequence:
-        with erased_placeholders(False):  # a snapshot never holds a placeholder
-            nodes = await store.nodes(
-                namespace, scope, after=after, before=head.sequence + 1, limit=page
-            )
+        try:
+            with erased_placeholders(False):
+                nodes = await store.nodes(
+                    namespace, scope, after=after, before=head.sequence + 1, limit=page
+                )
+        except KeyErased:
+            if erased is None:
+                raise
+            with erased_placeholders(True):
+                nodes = await store.nodes(
+                    namespace, scope, after=after, before=head.sequence + 1, limit=page
+                )
+            erased.update(n.sequence for n in nodes if is_erased(n.payload))
         if not nodes:
             raise StoreError(
                 f"scope {scope!r} says it holds {head.sequence} nodes but the store returned "
@@ -334,11 +355,12 @@ async def _write(
 # --------------------------------------------------------------------------- verify
 
 
-def _failed(scope: str, e: InvalidSnapshot, checked: int) -> ScopeCheck:
+def _failed(scope: str, e: InvalidSnapshot, checked: int, erased: int = 0) -> ScopeCheck:
     return ScopeCheck(
         scope=scope,
         ok=False,
         checked=checked,
+        erased=min(erased, checked),
         code=e.code,
         message=e.message,
         index=e.index,
@@ -360,20 +382,35 @@ async def verify_scope(
     order (shape, kind, identity, parents earlier and sorted, sequence 1..n,
     createdAt, semantic payloads), the stored frontier (entries unique and
     present), the head's sequence against the nodes found, and the resource-head
-    index against the newest node of each key.
+    index against the newest node of each key. On an encrypted store, a node whose
+    payload was erased is checked in all but its identity and counted in ``erased``.
     """
     head = await store.head(namespace, scope)
     checker = NodeChecker(limits=_STORED_LIMITS)
     newest: dict[str, tuple[int, str]] = {}
-    async for nodes in _pages(store, namespace, scope, head, page=page):
+    # Sequences whose payload reads as erased (an encrypted store only: a plaintext
+    # payload that happens to read {"$erased": true} is checked like any other).
+    erased: set[int] | None = set() if encrypted(store) is not None else None
+    found_erased = 0
+    async for nodes in _pages(store, namespace, scope, head, page=page, erased=erased):
         for n in nodes:
             try:
-                checker.check(n.to_dict())
+                try:
+                    checker.check(n.to_dict())
+                except InvalidSnapshot as e:
+                    # The placeholder stands where the payload was: all but what
+                    # depends on the payload is checked (the rest of the node failed first).
+                    if not erased or n.sequence not in erased or e.code not in _PAYLOAD_CODES:
+                        raise
+                    checker.check(n.to_dict(), erased=True)
+                    found_erased += 1
             except InvalidSnapshot as e:
                 if e.code == "parent_missing":
                     # Streaming cannot see ahead: a parent stored later is an order fault.
                     later = [p for p in n.parents if p not in checker.seen]
-                    if later and await store.get_nodes(namespace, scope, later[:1]):
+                    with erased_placeholders(erased is not None):
+                        stored_later = later and await store.get_nodes(namespace, scope, later[:1])
+                    if stored_later:
                         e = InvalidSnapshot(
                             f"parent {later[0]} does not come earlier in sequence "
                             f"(node {checker.count}, {n.id})",
@@ -381,7 +418,7 @@ async def verify_scope(
                             index=checker.count,
                             node_id=n.id,
                         )
-                return _failed(scope, e, checker.count)
+                return _failed(scope, e, checker.count, found_erased)
             if n.resource_key is not None:
                 newest[n.resource_key] = (checker.count - 1, n.id)
         if progress is not None:
@@ -393,12 +430,14 @@ async def verify_scope(
             checked=checker.count,
             code="sequence",
             message=f"the head says {head.sequence} nodes; the store returned {checker.count}",
+            erased=found_erased,
         )
     try:
         checker.check_frontier(list(head.frontier))
     except InvalidSnapshot as e:
-        return _failed(scope, e, checker.count)
-    stored = await store.resource_heads(namespace, scope)
+        return _failed(scope, e, checker.count, found_erased)
+    with erased_placeholders(erased is not None):  # only the heads' ids are compared
+        stored = await store.resource_heads(namespace, scope)
     for key in sorted(set(stored) | set(newest)):
         want = newest.get(key)
         got = stored.get(key)
@@ -414,9 +453,10 @@ async def verify_scope(
                 ),
                 index=want[0] if want else None,
                 node_id=want[1] if want else (got.id if got else None),
+                erased=found_erased,
             )
     await _same_generation(store, namespace, scope, head)
-    return ScopeCheck(scope=scope, ok=True, checked=checker.count)
+    return ScopeCheck(scope=scope, ok=True, checked=checker.count, erased=found_erased)
 
 
 def verify_snapshot(

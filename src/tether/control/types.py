@@ -332,7 +332,12 @@ class StateStoreReport:
 
 @dataclass(frozen=True, kw_only=True)
 class ScopeCheck:
-    """The outcome of verifying one scope: ok, or the first bad node and why."""
+    """The outcome of verifying one scope: ok, or the first bad node and why.
+
+    ``erased`` counts the nodes among ``checked`` whose payload was erased (their
+    user's data key destroyed): their links, order and ids in the indexes were
+    checked, their content identity could not be.
+    """
 
     scope: str
     ok: bool
@@ -341,6 +346,7 @@ class ScopeCheck:
     message: str | None = None
     index: int | None = None
     node_id: str | None = None
+    erased: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.scope, str) or not self.scope:
@@ -348,6 +354,9 @@ class ScopeCheck:
         _bool("ok", self.ok)
         object.__setattr__(self, "checked", _int("checked", self.checked, minimum=0))
         object.__setattr__(self, "index", _opt_int("index", self.index))
+        object.__setattr__(self, "erased", _int("erased", self.erased, minimum=0))
+        if self.erased > self.checked:
+            raise _bad("erased", f"{self.erased} erased nodes of {self.checked} checked")
         for n in ("code", "message", "node_id"):
             v = getattr(self, n)
             if v is not None and not isinstance(v, str):

@@ -122,8 +122,13 @@ class NodeChecker:
         self.count = 0
         self.total = 0
 
-    def check(self, raw: Any) -> CausalNode:
-        """Check the next node (index ``self.count``); return it or raise InvalidSnapshot."""
+    def check(self, raw: Any, *, erased: bool = False) -> CausalNode:
+        """Check the next node (index ``self.count``); return it or raise InvalidSnapshot.
+
+        ``erased``: the node's payload is gone (its data key was destroyed), so what
+        depends on it (its size, a semantic payload, the identity) cannot be checked;
+        everything else (shape, kind, sequence, parents, createdAt) is.
+        """
         limits, vocabulary, seen, position = self.limits, self.vocabulary, self.seen, self.position
         i = self.count
         if not isinstance(raw, dict):
@@ -173,40 +178,41 @@ class NodeChecker:
             if p <= prev:
                 _fail("parent_order", "parents must be unique and sorted", i, nid)
             prev = p
-        try:
-            payload_json = canonical_json(raw["payload"], max_depth=limits.max_depth)
-        except CanonicalError as e:
-            _fail(e.code, f"payload rejected: {e}", i, nid)
-        if len(payload_json) > limits.max_payload_bytes:
-            _fail(
-                "too_large",
-                f"payload is {len(payload_json)} bytes, over {limits.max_payload_bytes}",
-                i,
-                nid,
-            )
-        self.total += len(payload_json)
-        if self.total > limits.max_snapshot_bytes:
-            _fail("too_large", f"payloads exceed {limits.max_snapshot_bytes} bytes", i, nid)
-        if kind == "semantic":
+        if not erased:
             try:
-                type_, key = check_semantic_payload(raw["payload"])
-                if vocabulary is not None:
-                    vocabulary.check(type_)
-            except InvalidNode as e:
-                _fail(e.code, e.message, i, nid)
-            if rk != semantic_key(type_, key):
+                payload_json = canonical_json(raw["payload"], max_depth=limits.max_depth)
+            except CanonicalError as e:
+                _fail(e.code, f"payload rejected: {e}", i, nid)
+            if len(payload_json) > limits.max_payload_bytes:
                 _fail(
-                    "semantic_payload",
-                    f"a semantic node's resourceKey must be {semantic_key(type_, key)!r}",
+                    "too_large",
+                    f"payload is {len(payload_json)} bytes, over {limits.max_payload_bytes}",
                     i,
                     nid,
                 )
-        try:
-            recomputed = _identity(kind, parents, payload_json, rk)
-        except UnicodeEncodeError:
-            _fail("shape", "resourceKey holds invalid Unicode", i, nid)
-        if recomputed != nid:
-            _fail("identity_mismatch", f"content hashes to {recomputed}", i, nid)
+            self.total += len(payload_json)
+            if self.total > limits.max_snapshot_bytes:
+                _fail("too_large", f"payloads exceed {limits.max_snapshot_bytes} bytes", i, nid)
+            if kind == "semantic":
+                try:
+                    type_, key = check_semantic_payload(raw["payload"])
+                    if vocabulary is not None:
+                        vocabulary.check(type_)
+                except InvalidNode as e:
+                    _fail(e.code, e.message, i, nid)
+                if rk != semantic_key(type_, key):
+                    _fail(
+                        "semantic_payload",
+                        f"a semantic node's resourceKey must be {semantic_key(type_, key)!r}",
+                        i,
+                        nid,
+                    )
+            try:
+                recomputed = _identity(kind, parents, payload_json, rk)
+            except UnicodeEncodeError:
+                _fail("shape", "resourceKey holds invalid Unicode", i, nid)
+            if recomputed != nid:
+                _fail("identity_mismatch", f"content hashes to {recomputed}", i, nid)
         if not _valid_timestamp(created):
             _fail(
                 "created_at",

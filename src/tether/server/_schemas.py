@@ -166,6 +166,7 @@ SCOPE_CHECK: Final = _object(
         "message": _or_null("string"),
         "index": _or_null("integer"),
         "node_id": _or_null("string"),
+        "erased": _INT,
     },
     required=("scope", "ok"),
 )

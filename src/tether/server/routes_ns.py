@@ -9,8 +9,8 @@ resource heads, versions, a run's executor tree) are one store or memory call ea
 On an encrypted store, erased data reads as erased (``tether.crypto``): resource
 heads and versions hold ``{"$erased": true}`` payloads, describe and history
 show what remains (``tether.control``); what cannot be shown without lying
-(export, verify, fork, a run's executor tree) answers 410 with code
-``key_erased``. ``POST /users/{user}/erase`` erases a user (grant ``state.erase``).
+(export, fork, a run's executor tree) answers 410 with code ``key_erased``;
+verify checks what remains and counts the erased nodes. ``POST /users/{user}/erase`` erases a user (grant ``state.erase``).
 
 Thread ids containing ``/`` cannot be named in a path: use ``/state/<operation>``
 with ``thread`` in the body for those.

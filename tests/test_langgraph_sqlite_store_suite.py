@@ -176,6 +176,7 @@ def test_langgraph_sqlite_store_tests_pass_on_tether_store() -> None:
     Path(os.environ.get("TETHER_LG_SUITE_LOG", os.devnull)).write_text(r.stdout)
     assert r.returncode == 0, r.stdout[-8000:] + r.stderr[-3000:]
     last = r.stdout.strip().splitlines()[-1]
+    print(f"langgraph-checkpoint-sqlite store tests on TetherStore: {last}")
     assert " passed" in last and "failed" not in last and "error" not in last, last
     # the tests really ran on TetherStore: one per test that builds a store
     assert built >= 100, built

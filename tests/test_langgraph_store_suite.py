@@ -99,6 +99,8 @@ def test_langgraph_store_tests_pass_on_tether_store(url: str) -> None:
         counted = Path(tmp) / "built.txt"
         built = counted.read_text().count("built") if counted.exists() else 0
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
-    assert " passed" in r.stdout and "error" not in r.stdout.splitlines()[-1]
+    last = r.stdout.strip().splitlines()[-1]
+    print(f"langgraph-checkpoint tests/test_store.py on TetherStore ({url}): {last}")
+    assert " passed" in last and "failed" not in last and "error" not in last, last
     # the tests really ran on TetherStore: one per test that builds an InMemoryStore
     assert built >= 60, built

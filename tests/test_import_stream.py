@@ -269,3 +269,25 @@ async def test_memory_store_imports_from_a_stream(tmp_path: Path) -> None:
     f.write_bytes(text)
     await import_snapshot(store, "default", "thread:m", f)
     assert await export_snapshot(store, "default", "thread:m") == text
+
+
+def test_the_import_memory_benchmark_runs(tmp_path: Path) -> None:
+    """benchmarks/import_memory.py (the README's figures), at a size that runs in seconds."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "import_memory.py"
+    args = ["--nodes", "300", "--mb", "1", "--node-kb", "100", "--dir", str(tmp_path)]
+    out = subprocess.run(
+        [sys.executable, str(script), *args], check=True, capture_output=True, text=True
+    ).stdout
+    rows = [r.split("|")[1:-1] for r in out.splitlines()[2:]]
+    assert [(r[0].strip(), r[4].strip()) for r in rows] == [
+        ("300 tiny nodes", "import"),
+        ("300 tiny nodes", "check"),
+        ("1 MB", "import"),
+        ("1 MB", "check"),
+    ]
+    assert [int(r[2].replace(",", "")) for r in rows] == [300, 300, 9, 9]
+    assert all(0 < float(r[5]) < 500 for r in rows)  # peak RSS MiB, measured
+    assert list(tmp_path.iterdir()) == []  # the files it wrote are gone

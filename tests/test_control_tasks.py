@@ -29,6 +29,7 @@ from tether.runtime import (
     tool,
 )
 from tether.store.in_memory import MemoryStore
+from tether.store.txn import Transaction
 
 NS = "default"
 
@@ -175,21 +176,28 @@ async def test_the_index_follows_resets_imports_forks_and_reindex(tmp_path: Path
         suspended = await a.runs(status="suspended")
         assert sorted(r.thread for r in suspended.runs) == ["p", "p2"]
         assert {r.thread for r in (await a.runs()).runs} == {"a", "c", "c2", "p", "p2"}
-        # Resetting the app scope drops the index; reindex rebuilds it from the threads.
+        # The index lives in the threads: resetting the app scope leaves it whole, and
+        # reindex rebuilds it from the threads (nothing to do: it is in line).
         before = (await a.runs()).to_dict()["runs"]
         await control.reset(store, namespace=NS, app=True)
-        assert (await a.runs()).runs == ()
-        assert await control.reindex(store, NS) == 5
+        assert (await a.runs()).to_dict()["runs"] == before
+        assert await control.reindex(store, NS) == 0
+        # Taken out of a thread, an entry comes back with reindex.
+        p_entries = await store.resource_heads(NS, "thread:p", "task:")
+        txn = Transaction(store, NS)
+        await control.tasks.drop_entries(txn, "thread:p", p_entries)
+        await txn.commit()
+        assert {r.thread for r in (await a.runs()).runs} == {"a", "c", "c2", "p2"}
+        assert await control.reindex(store, NS) == 1
         rebuilt = (await a.runs()).to_dict()["runs"]
         assert [(r["thread"], r["run"], r["status"]) for r in rebuilt] == [
             (r["thread"], r["run"], r["status"]) for r in before
         ]
-        assert await control.reindex(store, NS) == 0  # already in line
-        # The app's task store is the index; resetting it clears only the index.
+        # The app's task store reports the namespace's index (read across the threads).
         d = await control.describe(store, namespace=NS, app=True, stores=["task"])
         assert d.stores[0].item_count == 5 and d.stores[0].metadata["status"]["suspended"] == 2
-        res = await control.reset(store, namespace=NS, app=True, stores=["task"])
-        assert res.cleared == ("app/task",) and (await a.runs()).runs == ()
+        # No run commit touched app.
+        assert (await store.head(NS, "app")).sequence == 0
         assert (await store.head(NS, "thread:p")).sequence > 0
     finally:
         await store.close()
@@ -204,8 +212,9 @@ async def test_a_users_runs_leave_the_index_on_request() -> None:
     await a.step("look z", thread="x3", user="stays")
     assert await control.tasks.unindex_user(store, NS, "gone") == 2
     assert [r.thread for r in (await a.runs()).runs] == ["x3"]
-    heads = await store.resource_heads(NS, "app", "task:")
-    assert "g@example.org" not in str([h.payload for h in heads.values()])
+    heads = await store.resource_heads_across(NS, "task:", scope_prefix="")
+    assert "g@example.org" not in str([n.payload for _, _, n in heads])
+    assert await control.tasks.unindex_user(store, NS, "gone") == 0
 
 
 async def test_task_and_flow_stores_of_a_thread() -> None:
@@ -387,7 +396,12 @@ async def test_the_index_keeps_each_runs_own_times_after_import_fork_and_reindex
         await control.fork(store, namespace=NS, thread="p", node=call_node.id, new_thread="p2")
         assert await indexed("c2") == await own("c2") == await own("c")
         assert await indexed("p2") == await own("p2") == await own("p")
-        await control.reset(store, namespace=NS, app=True)
+        for t in ("c", "c2", "p", "p2"):  # the entries out, then rebuilt from the threads
+            txn = Transaction(store, NS)
+            await control.tasks.drop_entries(
+                txn, f"thread:{t}", await store.resource_heads(NS, f"thread:{t}", "task:")
+            )
+            await txn.commit()
         await asyncio.sleep(0.05)
         assert await control.reindex(store, NS) == 4
         for thread in ("c", "c2", "p", "p2"):

@@ -70,6 +70,11 @@ async def nodes(store: Store, scope: str) -> list[tether.CausalNode]:
     return await store.nodes(NS, scope, limit=10_000)
 
 
+def own(graph: list[tether.CausalNode]) -> list[tether.CausalNode]:
+    """The run's own nodes: without its index entries (``task:<run>`` resources)."""
+    return [n for n in graph if not (n.resource_key or "").startswith("task:")]
+
+
 async def everything(store: Store) -> list[tether.CausalNode]:
     out = []
     for s in await store.list_scopes(NS, limit=1000):
@@ -121,18 +126,20 @@ async def test_parallel_tool_calls_branch_the_frontier_and_join() -> None:
     # Join: the next inference has both results as parents.
     assert set(inf2.parents) == {r.id for r in results}
     assert {by_id[p].kind for p in inf2.parents} == {"tool_result"}
-    # Each result was its own commit, made as it completed.
-    # (The app scope's run index entries ride in some of these commits.)
-    thread_writes = [
-        [n.kind for n in w.nodes] for c in store.commits for w in c if w.scope != "app"
-    ]
+    # Each result was its own commit, made as it completed. The run's index entry (a
+    # ``task:<run>`` resource) rides in the commits that change its status, in the
+    # thread's own scope: no commit of the run touches another scope.
+    assert {w.scope for c in store.commits for w in c} == {"thread:t"}
+    thread_writes = [[n.kind for n in w.nodes] for c in store.commits for w in c]
     assert thread_writes == [
-        ["goal"],
+        ["goal", "resource"],
         ["inference", "tool_call", "tool_call"],
         ["tool_result"],
         ["tool_result"],
-        ["inference", "answer"],  # a final answer with no edge to follow ends the run
+        ["inference", "answer", "resource"],  # a final answer with no edge ends the run
     ]
+    entries = [n for n in graph if n.kind == "resource"]
+    assert {n.resource_key for n in entries} == {f"task:{result.run_id}"}
 
 
 async def test_tool_errors_and_unknown_tools_reach_the_model_as_error_results() -> None:
@@ -468,7 +475,7 @@ async def test_model_errors_fail_the_run() -> None:
     r = await Agent(None, FnModel(boom), store=store).step("hi", thread="t")
     assert r.status == "failed" and r.error is not None
     assert r.error.code == "model_connection"
-    assert [n.kind for n in await nodes(store, "thread:t")] == ["goal", "protocol_error"]
+    assert [n.kind for n in own(await nodes(store, "thread:t"))] == ["goal", "protocol_error"]
 
 
 async def test_second_llm_node_gets_its_input_and_its_own_history() -> None:
@@ -503,7 +510,7 @@ async def test_resume_and_results() -> None:
         await agent.resume("t")
     r = await agent.step("hello", thread="t")
     assert await agent.resume("t") == r  # a finished run is reported, nothing is written
-    assert len(await nodes(store, "thread:t")) == 3
+    assert len(own(await nodes(store, "thread:t"))) == 3
     assert StepResult.from_dict(r.to_dict()) == r
 
 
@@ -531,7 +538,7 @@ async def test_step_finishes_an_interrupted_run_before_starting_the_next() -> No
     crash = False
     r = await agent.step("hey there", thread="t")
     assert r.answer == "hey"
-    graph = await nodes(store, "thread:t")
+    graph = own(await nodes(store, "thread:t"))
     assert [n.kind for n in graph] == [
         "goal",
         "inference",
@@ -673,7 +680,7 @@ async def test_output_outside_a_condition_is_an_unknown_name(value: str) -> None
         return
     assert r.status == "failed" and r.error is not None and r.error.code == "template"
     assert "'output' is undefined" in r.error.message
-    kinds = [n.kind for n in await nodes(store, "thread:t")]
+    kinds = [n.kind for n in own(await nodes(store, "thread:t"))]
     assert kinds == ["goal", "inference", "protocol_error"]  # no variable write (resource)
     # in the edge's condition (above) `output` is the node's output, as documented
     ok = Spec(

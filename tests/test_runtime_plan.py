@@ -72,6 +72,10 @@ async def recorded_run() -> tuple[list[list[CausalNode]], list[CausalNode]]:
     return store.commits, await store.nodes("default", "thread:t")
 
 
+def _entry(n: CausalNode) -> bool:
+    return (n.resource_key or "").startswith("task:")
+
+
 async def test_every_prefix_plans_exactly_the_next_commit() -> None:
     commits, graph = await recorded_run()
     goal = graph[0]
@@ -90,8 +94,10 @@ async def test_every_prefix_plans_exactly_the_next_commit() -> None:
         (Route, ["answer"]),
         (Finish, None),
     ]
-    done: list[CausalNode] = [goal]
-    assert [n.kind for n in commits[0]] == ["goal"]
+    done: list[CausalNode] = list(commits[0])
+    # The run's index entry rides in the commits that change its status; the planner
+    # reads past it (it is in ``done``), so it is left out of the kinds compared only.
+    assert [n.kind for n in commits[0]] == ["goal", "resource"]
     for i, (action_type, next_kinds) in enumerate(expected):
         view = RunView.derive(goal, done)
         action = next_action(view, **LIMITS)
@@ -99,7 +105,7 @@ async def test_every_prefix_plans_exactly_the_next_commit() -> None:
         if next_kinds is None:
             break
         written = commits[i + 1]
-        assert [n.kind for n in written] == next_kinds, i
+        assert [n.kind for n in written if not _entry(n)] == next_kinds, i
         done += written
     assert done == graph
 

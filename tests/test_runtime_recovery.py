@@ -173,7 +173,8 @@ async def resume_to_end(agent: Agent) -> tether.runtime.StepResult:
 
 
 def shape(nodes: Sequence[tether.CausalNode]) -> Counter[str]:
-    return Counter(n.kind for n in nodes)
+    """Kinds of the run's own nodes (its index entries, ``task:<run>``, counted apart)."""
+    return Counter("index" if (n.resource_key or "").startswith("task:") else n.kind for n in nodes)
 
 
 async def reference() -> tuple[int, Counter[str], Any]:
@@ -196,6 +197,7 @@ async def test_reference_run_shape() -> None:
         tool_result=4,
         resource=1,  # the var_set node's step record (the variable is in the user scope)
         answer=1,
+        index=4,  # the run's index entry: running, suspended, running, completed
     )
     # goal, inference+calls, 2 results, verification, result, inference,
     # var_set (+ record), tool node call, its result, answer

@@ -112,6 +112,67 @@ async def test_resource_heads_and_prefixes(store: Store, ns: str) -> None:
     assert await store.resource_heads(ns, "thread:other", "var:") == {}
 
 
+async def test_resource_heads_across_scopes(store: Store, ns: str) -> None:
+    made: dict[tuple[str, str], CausalNode] = {}
+    # Scope names chosen to sort by code point, not by length or locale.
+    threads = ["thread:a", "thread:a:b", "thread:b", "thread:\u00e9", "thread:\U0010ffff"]
+    for i, s in enumerate(threads):
+        for key in ("task:r1", "task:r2"):
+            made[(s, key)] = await _resource(store, ns, s, key, {"s": s, "i": i})
+        await _resource(store, ns, s, "var:x", i)
+    made[("thread:a", "task:r1")] = await _resource(store, ns, "thread:a", "task:r1", "v2")
+    await _resource(store, ns, "app", "task:r1", "in app")
+    await _resource(store, ns, "user:u", "task:r1", "in a user")
+    await append(store, ns, "thread:plain", [{"no": "resources"}])
+    await _resource(store, ns, "thread:gone", "task:r1", "reset")
+    await store.reset_scope(ns, "thread:gone")
+    await _resource(store, ns + "-other", "thread:a", "task:r1", "other namespace")
+
+    want = sorted((s, k) for s, k in made)
+    got = await store.resource_heads_across(ns, "task:")
+    assert [(s, k) for s, k, _ in got] == want
+    for s, k, n in got:  # the current head, payload decoded with its own scope
+        assert n.to_dict() == made[(s, k)].to_dict()
+        assert n.to_dict() == (await store.resource_head(ns, s, k)).to_dict()  # type: ignore[union-attr]
+    assert [(s, k) for s, k, _ in await store.resource_heads_across(ns, "task:r2")] == [
+        x for x in want if x[1] == "task:r2"
+    ]
+    assert [
+        (s, k)
+        for s, k, _ in await store.resource_heads_across(ns, "task:", scope_prefix="thread:a")
+    ] == [x for x in want if x[0].startswith("thread:a")]
+    everywhere = await store.resource_heads_across(ns, "task:", scope_prefix="")
+    assert [(s, k) for s, k, _ in everywhere] == sorted(
+        [*want, ("app", "task:r1"), ("user:u", "task:r1")]
+    )
+    assert await store.resource_heads_across(ns, "nothing:") == []
+    assert await store.resource_heads_across(ns, "task:", limit=0) == []
+    assert await store.resource_heads_across("never-written", "task:") == []
+    # Paging: (scope, key) cursors, any page size, no row twice or missed.
+    for size in (1, 2, 3, 7, 100):
+        seen: list[tuple[str, str]] = []
+        after: tuple[str, str] | None = None
+        while True:
+            page = await store.resource_heads_across(ns, "task:", after=after, limit=size)
+            assert len(page) <= size
+            seen += [(s, k) for s, k, _ in page]
+            if len(page) < size:
+                break
+            after = (page[-1][0], page[-1][1])
+        assert seen == want, size
+    # A cursor that names no row (a key between two, a scope that is gone) still pages on.
+    assert [
+        (s, k)
+        for s, k, _ in await store.resource_heads_across(
+            ns, "task:", after=("thread:a", "task:r15")
+        )
+    ] == want[1:]
+    assert [
+        (s, k)
+        for s, k, _ in await store.resource_heads_across(ns, "task:", after=("thread:az", ""))
+    ] == want[4:]
+
+
 async def test_resource_prefixes_at_the_edges_of_unicode(store: Store, ns: str) -> None:
     s = "thread:u"
     keys = [

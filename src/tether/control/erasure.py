@@ -6,9 +6,11 @@
 On an encrypted store (``open_store(url, cipher=...)``) it destroys the user's data
 key (``tether.crypto.erase_user``): every payload of ``user:<id>`` and of the
 threads bound to the user becomes unreadable at once, in this database and in
-every copy of it, without rewriting the log. Then it takes the user's runs out of
-the run index (``tasks.unindex_user``), which keeps copies of run metadata in the
-``app`` scope under the namespace's key. On an unencrypted store nothing can be
+every copy of it, without rewriting the log. The run index entries of those
+threads live in the threads, under the same key, so they go with them; then it
+takes out what is still readable of the user's runs (``tasks.unindex_user``:
+entries in threads not bound to the user, and entries of the layout before, which
+kept copies in the ``app`` scope). On an unencrypted store nothing can be
 erased this way: it raises ``CipherError`` (code ``not_encrypted``) and changes
 nothing; ``reset`` with ``user=`` deletes a user's scope instead.
 
@@ -90,6 +92,10 @@ class ErasureResult:
             raise InvalidRequest(f"an ErasureResult needs {e.args[0]!r}", field=e.args[0]) from None
 
 
+async def _runs_of(store: Store, namespace: str, user: str) -> set[tuple[str, str]]:
+    return {(r.thread, r.run) for r in await tasks.list_index(store, namespace) if r.user == user}
+
+
 def _count(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidRequest(f"{name}: a count (an integer >= 0), got {value!r}", field=name)
@@ -104,8 +110,12 @@ async def erase_user(store: Store, namespace: str, user: str) -> ErasureResult:
     """
     check_name("namespace", namespace)
     scopes.user(user)
+    # The user's runs in the index before: those in threads bound to the user leave it
+    # with the key (their entries are sealed with it); the rest are taken out after.
+    before = await _runs_of(store, namespace, user)
     report = await _erase_key(store, namespace, user)
-    unindexed = await tasks.unindex_user(store, namespace, user)
+    await tasks.unindex_user(store, namespace, user)
+    unindexed = len(before - await _runs_of(store, namespace, user))
     await drop_erased(store, namespace, user)  # vectors carry meaning: they go too
     return ErasureResult(
         namespace=namespace,

@@ -11,20 +11,25 @@ a projection, derived from the thread's nodes, never written:
     protocol_error                failed
 
 To list runs across a namespace without reading threads, the runtime keeps a run
-index in the namespace's ``app`` graph: one ``resource`` node per status change,
-resourceKey ``task:<len(thread)>:<thread>:<run>`` (the length makes the key
-unambiguous whatever the ids hold, and gives every thread an indexed prefix),
-payload ``{"thread", "run", "status", "started_at", "metadata", "pending"}``
-(and ``updated_at`` when written after the fact: an import, a fork, a reindex)
-(``pending``: ``[{"call_id", "name"}]`` of a suspended run). It is appended in the
-same commit as the node that changed the status, so the index never disagrees
-with the thread at a commit boundary. ``{"thread", "run", "deleted": true}``
-takes a run out (its thread was reset). Listing is one indexed prefix read of
-the app scope's resource heads; filtering by status happens over those heads.
+index: each run's entry is a ``resource`` node in its own thread's graph,
+resourceKey ``task:<run>``, payload ``{"status", "started_at", "seq", "metadata",
+"pending", "updated_at"}`` (``pending``: ``[{"call_id", "name"}]`` of a suspended
+run; ``updated_at``: the time of the run's last status change). It is appended in
+the same commit as the node that changed the status, into the thread scope that
+commit already writes, so the index never disagrees with the thread at a commit
+boundary and runs of different threads never share a head. Neither thread nor run
+is in the payload (both are in where the entry lives), so a fork or an import
+under another id cannot carry a wrong one, and no projection takes the entry for
+one of the run's own nodes. ``{"deleted": true}`` takes a run out. Listing a
+thread is one indexed prefix read of its resource heads; listing a namespace is
+``Store.resource_heads_across`` (one indexed query on SQLite and PostgreSQL);
+filtering by status happens over those heads. An entry is encrypted with its
+thread's key, so erasing the user a thread is bound to erases its entries too.
 
-The index is derived data: ``reindex`` rebuilds it from the threads (after an
-``app`` reset, or for threads written before it existed), and import and fork
-index the runs they bring.
+The index is derived data: ``reindex`` rebuilds it from the threads (and removes
+the entries of the layout before, ``task:<len>:<thread>:<run>`` in the ``app``
+scope, which listings still read until then), and import and fork index the runs
+they bring.
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..core import scopes
-from ..core.errors import InvalidRequest, NotFound
+from ..core.erased import erased_placeholders, is_erased
+from ..core.errors import InvalidRequest, KeyErased, NotFound
 from ..core.graph import CausalNode
 from ..projections.runs import PendingApproval, RunView, run_of, run_views
 from ..store.base import Store
@@ -47,6 +53,7 @@ __all__ = [
     "TaskState",
     "Transition",
     "drop_entries",
+    "entry_key",
     "index_key",
     "index_prefix",
     "index_thread",
@@ -70,7 +77,17 @@ INDEX_PREFIX: Final = "task:"
 MAX_RUNS: Final = 10_000
 
 
+_PAGE: Final = 1000  # rows per resource_heads_across call
+
+
+def entry_key(run: str) -> str:
+    """The resource key of a run's index entry, in its thread's scope."""
+    return INDEX_PREFIX + run
+
+
 def index_key(thread: str, run: str) -> str:
+    """A run's place in a namespace listing: the cursor ``runs(after=...)`` takes (and,
+    in app, the key of the layout before the index moved into the threads)."""
     return f"{thread_prefix(thread)}{run}"
 
 
@@ -240,13 +257,17 @@ def transitions(goal: CausalNode, nodes: Sequence[CausalNode]) -> list[Transitio
     return out
 
 
-def run_entry(thread: str, view: RunView) -> dict[str, Any]:
-    """The index payload of a run in the state ``view`` shows."""
+def run_entry(view: RunView) -> dict[str, Any]:
+    """The index payload of a run in the state ``view`` shows (without ``updated_at``).
+
+    Neither the thread nor the run is in it: the entry lives in its thread's scope under
+    ``task:<run>``, so a copy of the thread (a fork, an import under another id) can
+    never carry a wrong one. Nor ``run``: a payload with ``run`` would tag the entry as
+    one of the run's own nodes for every projection.
+    """
     meta = view.goal.payload.get("metadata")
     status = view.status
     return {
-        "thread": thread,
-        "run": view.run_id,
         "status": status,
         "started_at": view.goal.created_at,
         "seq": view.goal.sequence,
@@ -258,42 +279,36 @@ def run_entry(thread: str, view: RunView) -> dict[str, Any]:
 
 
 async def stage_entry(txn: Transaction, thread: str, view: RunView) -> None:
-    """Append the run's index entry (to the app scope) to ``txn``, with the time of the
-    run's last status change (its node's own time, not the index node's)."""
-    entry = run_entry(thread, view)
+    """Append the run's index entry to ``txn``, in the run's own thread scope, with the
+    time of the run's last status change (its node's own time, not the index node's)."""
+    entry = run_entry(view)
     entry["updated_at"] = transitions(view.goal, view.nodes)[-1].at
-    await txn.append(scopes.APP, "resource", entry, resource_key=index_key(thread, view.run_id))
+    await txn.append(scopes.thread(thread), "resource", entry, resource_key=entry_key(view.run_id))
 
 
-async def _drop_entry(txn: Transaction, key: str, thread: Any, run: Any) -> None:
-    await txn.append(
-        scopes.APP,
-        "resource",
-        {"thread": thread, "run": run, "deleted": True},
-        resource_key=key,
-    )
-
-
-async def drop_entries(txn: Transaction, entries: Mapping[str, CausalNode]) -> list[str]:
-    """Take the live ones of the index ``entries`` (resource heads) out of the index, in
-    ``txn``; returns their keys."""
+async def drop_entries(
+    txn: Transaction, scope: str, entries: Mapping[str, CausalNode]
+) -> list[str]:
+    """Take the live ones of the index ``entries`` (resource heads of ``scope``) out of the
+    index, in ``txn``; returns their keys."""
     dropped = []
     for key, head in entries.items():
         p = head.payload
-        if isinstance(p, dict) and not p.get("deleted"):
-            await _drop_entry(txn, key, p.get("thread"), p.get("run"))
+        if isinstance(p, dict) and not p.get("deleted") and not is_erased(p):
+            await txn.append(scope, "resource", {"deleted": True}, resource_key=key)
             dropped.append(key)
     return dropped
 
 
-def summary_of(payload: Any, updated_at: str) -> RunSummary | None:
-    """The RunSummary an index entry's payload holds (None for a tombstone). Pure."""
+def summary_of(thread: str, run: str, payload: Any, updated_at: str) -> RunSummary | None:
+    """The RunSummary an index entry's payload holds (None for a tombstone or an erased
+    payload). Pure."""
     p = payload
     if not isinstance(p, dict) or p.get("deleted") or not isinstance(p.get("status"), str):
         return None
     return RunSummary(
-        thread=str(p.get("thread")),
-        run=str(p.get("run")),
+        thread=thread,
+        run=run,
         status=p["status"],
         started_at=str(p.get("started_at") or updated_at),
         updated_at=str(p.get("updated_at") or updated_at),
@@ -303,17 +318,26 @@ def summary_of(payload: Any, updated_at: str) -> RunSummary | None:
     )
 
 
+def _legacy(key: str, node: CausalNode) -> RunSummary | None:
+    """A run index entry of the layout before 0.x (``task:<len>:<thread>:<run>`` in app)."""
+    p = node.payload
+    if not isinstance(p, dict) or not isinstance(p.get("thread"), str):
+        return None
+    thread = p["thread"]
+    if not key.startswith(thread_prefix(thread)) or not isinstance(p.get("run"), str):
+        return None
+    return summary_of(thread, p["run"], p, node.created_at)
+
+
 def _order(s: RunSummary) -> tuple[str, str, int, str]:
     return (s.started_at, s.thread, s.seq, s.run)
 
 
-def _summary(node: CausalNode) -> RunSummary | None:
-    return summary_of(node.payload, node.created_at)
-
-
 def index_prefix(thread: str | None = None) -> str:
-    """The resource key prefix of the whole index, or of one thread's runs."""
-    return thread_prefix(scopes.thread(thread)[7:]) if thread is not None else INDEX_PREFIX
+    """The resource key prefix of the index entries (in each thread's scope)."""
+    if thread is not None:
+        scopes.thread(thread)
+    return INDEX_PREFIX
 
 
 def page_runs(
@@ -366,11 +390,42 @@ def page_runs(
 async def list_index(
     store: Store, namespace: str, *, thread: str | None = None
 ) -> list[RunSummary]:
-    """Every indexed run (of one thread, or of the namespace), oldest first. One indexed read."""
-    heads = await store.resource_heads(namespace, scopes.APP, index_prefix(thread))
-    found = [s for s in (_summary(n) for n in heads.values()) if s is not None]
-    found.sort(key=_order)
-    return found
+    """Every indexed run (of one thread, or of the namespace), oldest first.
+
+    One indexed read of the thread's ``task:`` heads, or for the namespace
+    ``Store.resource_heads_across`` over every thread (one query on SQLite and
+    PostgreSQL). An erased entry (its user's key destroyed) is left out. Entries a
+    store written before the index moved into the threads still holds in ``app`` are
+    read too, for runs without an entry of their own, until ``reindex`` removes them.
+    """
+    found: dict[tuple[str, str], RunSummary] = {}
+    with erased_placeholders(True):
+        if thread is not None:
+            heads = await store.resource_heads(namespace, scopes.thread(thread), INDEX_PREFIX)
+            for key, n in heads.items():
+                s = summary_of(thread, key[len(INDEX_PREFIX) :], n.payload, n.created_at)
+                if s is not None:
+                    found[(s.thread, s.run)] = s
+            legacy = await store.resource_heads(namespace, scopes.APP, thread_prefix(thread))
+        else:
+            after: tuple[str, str] | None = None
+            while True:
+                page = await store.resource_heads_across(
+                    namespace, INDEX_PREFIX, scope_prefix="thread:", after=after, limit=_PAGE
+                )
+                for scope, key, n in page:
+                    s = summary_of(scope[7:], key[len(INDEX_PREFIX) :], n.payload, n.created_at)
+                    if s is not None:
+                        found[(s.thread, s.run)] = s
+                if len(page) < _PAGE:
+                    break
+                after = (page[-1][0], page[-1][1])
+            legacy = await store.resource_heads(namespace, scopes.APP, INDEX_PREFIX)
+        for key, n in legacy.items():
+            s = _legacy(key, n)
+            if s is not None and (s.thread, s.run) not in found:
+                found[(s.thread, s.run)] = s
+    return sorted(found.values(), key=_order)
 
 
 def _statuses(status: str | Iterable[str] | None) -> frozenset[str] | None:
@@ -509,75 +564,133 @@ async def pending_approvals(store: Store, namespace: str, thread: str) -> list[P
 
 
 async def index_thread(store: Store, namespace: str, thread: str) -> int:
-    """Bring the index entries of one thread in line with its runs; returns entries written."""
-    nodes = await _thread_nodes(store, namespace, thread)
-    views = _views(nodes)
-    # An entry written here (an import, a fork, a reindex) carries the run's own time of
-    # its last status change, not the time of this commit; an entry already right (the
-    # runtime writes it in the commit of the change) is left as it is.
-    of_run: dict[Any, list[CausalNode]] = {}
-    for n in nodes:
-        of_run.setdefault(run_of(n), []).append(n)
-    changed = {v.run_id: transitions(v.goal, of_run.get(v.run_id, []))[-1].at for v in views}
+    """Bring the index entries of one thread (in its own scope) in line with its runs;
+    returns entries written. One commit, against the head it read (a run moving
+    meanwhile makes it read again)."""
+    scope = scopes.thread(thread)
 
     async def build(txn: Transaction) -> int:
-        await txn.head(scopes.APP)
-        current = await store.resource_heads(namespace, scopes.APP, thread_prefix(thread))
+        head = await txn.head(scope)
+        from ..projections.reads import read_nodes
+
+        nodes = await read_nodes(store, namespace, scope, after=0, before=head.sequence + 1)
+        with erased_placeholders(True):
+            current = await store.resource_heads(namespace, scope, INDEX_PREFIX)
+        # An entry written here (an import, a fork, a reindex) carries the run's own time
+        # of its last status change, not the time of this commit; an entry already right
+        # (the runtime writes it in the commit of the change) is left as it is.
+        of_run: dict[Any, list[CausalNode]] = {}
+        for n in nodes:
+            of_run.setdefault(run_of(n), []).append(n)
         written = 0
         live = set()
-        for view in views:
-            key = index_key(thread, view.run_id)
+        for view in _views(nodes):
+            key = entry_key(view.run_id)
             live.add(key)
-            entry = run_entry(thread, view)
-            head = current.get(key)
-            old = head.payload if head is not None and isinstance(head.payload, dict) else None
-            if old is None or {k: v for k, v in old.items() if k != "updated_at"} != entry:
-                entry["updated_at"] = changed[view.run_id]
-                await txn.append(scopes.APP, "resource", entry, resource_key=key)
+            entry = run_entry(view)
+            old = current.get(key)
+            p = old.payload if old is not None and isinstance(old.payload, dict) else None
+            if p is None or {k: v for k, v in p.items() if k != "updated_at"} != entry:
+                entry["updated_at"] = transitions(view.goal, of_run.get(view.run_id, []))[-1].at
+                await txn.append(scope, "resource", entry, resource_key=key)
                 written += 1
         stale = {k: h for k, h in current.items() if k not in live}
-        return written + len(await drop_entries(txn, stale))
+        return written + len(await drop_entries(txn, scope, stale))
+
+    return await transact(store, namespace, build)
+
+
+async def _drop_legacy(store: Store, namespace: str, prefix: str, user: str | None = None) -> int:
+    """Take the legacy app entries under ``prefix`` (of ``user`` only, if given) out."""
+
+    async def build(txn: Transaction) -> int:
+        with erased_placeholders(True):
+            current = await store.resource_heads(namespace, scopes.APP, prefix)
+        if user is not None:
+            current = {
+                k: n
+                for k, n in current.items()
+                if (s := _legacy(k, n)) is not None and s.user == user
+            }
+        if not current:
+            return 0
+        await txn.head(scopes.APP)  # pinned: an entry written meanwhile makes this read again
+        return len(await drop_entries(txn, scopes.APP, current))
 
     return await transact(store, namespace, build)
 
 
 async def unindex_thread(store: Store, namespace: str, thread: str) -> int:
-    """Take every run of a (reset) thread out of the index; returns entries removed."""
+    """Take every run of a (reset) thread out of the index; returns entries removed.
+
+    A reset of the thread already took its own entries with its nodes; this removes
+    what the thread scope still holds (a reset of some stores only) and the thread's
+    legacy entries in ``app``.
+    """
+    scope = scopes.thread(thread)
 
     async def build(txn: Transaction) -> int:
-        await txn.head(scopes.APP)
-        current = await store.resource_heads(namespace, scopes.APP, thread_prefix(thread))
-        return len(await drop_entries(txn, current))
+        await txn.head(scope)
+        with erased_placeholders(True):
+            current = await store.resource_heads(namespace, scope, INDEX_PREFIX)
+        return len(await drop_entries(txn, scope, current))
 
-    return await transact(store, namespace, build)
+    return await transact(store, namespace, build) + await _drop_legacy(
+        store, namespace, thread_prefix(thread)
+    )
 
 
 async def unindex_user(store: Store, namespace: str, user: str) -> int:
-    """Take every run of ``user`` out of the index; returns entries removed.
+    """Take every readable run entry of ``user`` out of the index; returns entries removed.
 
-    The index copies a run's metadata (the caller's, and its user id) into the app
-    scope, which is encrypted with the namespace's key, not the user's: erasing a
-    user (``tether.crypto.erase_user``) should call this too, so no copy outlives
-    the erased threads.
+    An entry lives in its thread's scope, under the key the thread is encrypted with:
+    once the user is erased (``tether.crypto.erase_user``) the entries of threads bound
+    to the user read as erased and are skipped by every listing. What this removes is
+    what is still readable: entries with ``metadata.user == user`` in threads not bound
+    to the user (written under the namespace key) and legacy entries in ``app``.
     """
     scopes.user(user)
+    by_thread: dict[str, dict[str, CausalNode]] = {}
+    after: tuple[str, str] | None = None
+    with erased_placeholders(True):
+        while True:
+            page = await store.resource_heads_across(
+                namespace, INDEX_PREFIX, scope_prefix="thread:", after=after, limit=_PAGE
+            )
+            for scope, key, node in page:
+                s = summary_of(scope[7:], key[len(INDEX_PREFIX) :], node.payload, node.created_at)
+                if s is not None and s.user == user:
+                    by_thread.setdefault(scope, {})[key] = node
+            if len(page) < _PAGE:
+                break
+            after = (page[-1][0], page[-1][1])
+    n = 0
+    for scope, entries in by_thread.items():
 
-    async def build(txn: Transaction) -> int:
-        await txn.head(scopes.APP)
-        current = await store.resource_heads(namespace, scopes.APP, INDEX_PREFIX)
-        n = 0
-        for key, head in current.items():
-            s = _summary(head)
-            if s is not None and s.user == user:
-                await _drop_entry(txn, key, s.thread, s.run)
-                n += 1
-        return n
+        async def build(txn: Transaction, scope: str = scope, keys: Iterable[str] = entries) -> int:
+            await txn.head(scope)
+            with erased_placeholders(True):
+                current = await store.resource_heads(namespace, scope, INDEX_PREFIX)
+            mine = {
+                k: h
+                for k in keys
+                if (h := current.get(k)) is not None
+                and (s := summary_of("", k, h.payload, h.created_at)) is not None
+                and s.user == user
+            }
+            return len(await drop_entries(txn, scope, mine))
 
-    return await transact(store, namespace, build)
+        n += await transact(store, namespace, build)
+    return n + await _drop_legacy(store, namespace, INDEX_PREFIX, user)
 
 
 async def reindex(store: Store, namespace: str) -> int:
-    """Rebuild the run index from every thread of the namespace; returns entries written."""
+    """Rebuild the run index from every thread of the namespace; returns entries written.
+
+    Each thread's entries are rebuilt in its own scope; the entries of the layout before
+    (``task:<len>:<thread>:<run>`` in ``app``) are then taken out, so afterwards the
+    listing reads the threads only.
+    """
     threads: list[str] = []
     after: str | None = None
     while True:
@@ -588,8 +701,8 @@ async def reindex(store: Store, namespace: str) -> int:
         after = page[-1].scope
     written = 0
     for t in threads:
-        written += await index_thread(store, namespace, t)
-    known = set(threads)
-    for t in {s.thread for s in await list_index(store, namespace)} - known:
-        written += await unindex_thread(store, namespace, t)
-    return written
+        try:
+            written += await index_thread(store, namespace, t)
+        except KeyErased:
+            continue  # an erased user's thread: its runs (and entries) are gone with the key
+    return written + await _drop_legacy(store, namespace, INDEX_PREFIX)

@@ -29,6 +29,7 @@ from ..store.base import (
 )
 from ..store.keys import KeyStore
 from ._codec import CipherCodec
+from ._envelope import key_id_of
 from ._keyring import ErasureReport, KeyNotLoaded, Keyring, OnErased, RotationReport
 from ._master import ENV_VAR, MasterKey, MasterKeyProvider
 from .errors import CipherError
@@ -199,6 +200,34 @@ class EncryptedStore(Store):
         return await self._read(
             namespace, scope, lambda: self.inner.versions(namespace, scope, key, limit=limit)
         )
+
+    async def resource_heads_across(
+        self,
+        namespace: str,
+        key_prefix: str,
+        *,
+        scope_prefix: str = "thread:",
+        after: tuple[str, str] | None = None,
+        limit: int = 1000,
+    ) -> list[tuple[str, str, CausalNode]]:
+        # One query in the backend (payloads still sealed), then the state of every data
+        # key those payloads name, read now in one lookup per 500 keys (an erasure by
+        # another process counts at once, as with cache_ttl=0 elsewhere), then each
+        # payload opened with its own scope's key: an erased one is KeyErased or the
+        # placeholder, never plaintext. A backend without the one query: scope by scope.
+        self._open()
+        check_name("namespace", namespace)
+        if limit <= 0:
+            return []
+        raw = await self.inner._raw_heads_across(namespace, key_prefix, scope_prefix, after, limit)
+        if raw is None:
+            return await self._heads_across_by_scope(
+                namespace, key_prefix, scope_prefix, after, limit
+            )
+        ids = list(dict.fromkeys(key_id_of(bytes(r[8])) for r in raw))
+        for i in range(0, len(ids), 500):
+            await self.keyring.fetch(namespace, ids[i : i + 500])
+        return self.decode_across(namespace, raw)
 
     async def list_namespaces(self, *, after: str | None = None, limit: int = 100) -> list[str]:
         self._open()

@@ -51,7 +51,7 @@ import orjson
 from ..control.tasks import run_entry, stage_entry
 from ..core import scopes
 from ..core.errors import Conflict, InvalidNode, NotFound, TetherError
-from ..core.graph import CausalNode
+from ..core.graph import CausalNode, advance_frontier
 from ..core.messages import Model, ModelRequest, ModelResponse
 from ..core.vocab import Vocabulary
 from ..crypto import bind_thread, erased_placeholders
@@ -209,14 +209,22 @@ class Executor(ToolCalls):
                     **_observe.trace_field(),
                 },
             )
+            # The run's index entry, in this thread's scope: the commit touches no other.
             await stage_entry(txn, thread, RunView(goal=goal))
             try:
-                await txn.commit()
+                written = await txn.commit()
             except Conflict:
-                # The app scope (the run index) is shared by every thread: back off a little.
                 await asyncio.sleep(random.uniform(0, 0.002))
                 continue
-            after = Head(generation=head.generation, sequence=goal.sequence, frontier=(goal.id,))
+            mine = written.get(scope, [])
+            frontier = list(head.frontier)
+            for n in mine:
+                frontier = advance_frontier(frontier, n)
+            after = Head(
+                generation=head.generation,
+                sequence=head.sequence + len(mine),
+                frontier=tuple(frontier),
+            )
             return await self._drive(self._ctx(thread, scope, after, RunView(goal=goal), context))
         raise Conflict(f"could not start a run on thread {thread!r}: it kept moving; retry")
 
@@ -430,7 +438,7 @@ class Executor(ToolCalls):
         if not any(n.kind in _STATUS_KINDS for n in new):
             return
         after = RunView.derive(rc.view.goal, [*rc.view.nodes, *new])
-        if run_entry(rc.thread, after) != run_entry(rc.thread, rc.view):
+        if run_entry(after) != run_entry(rc.view):
             await stage_entry(txn, rc.thread, after)
 
     # -- driving -------------------------------------------------------------------

@@ -184,3 +184,34 @@ def prefix_upper(prefix: str) -> str | None:
                 nxt = 0xE000
             return "".join(chars) + chr(nxt)
     return None
+
+
+def across_sql(
+    base: str,
+    mark: str,
+    namespace: str,
+    key_prefix: str,
+    scope_prefix: str,
+    after: tuple[str, str] | None,
+) -> tuple[str, list[object]]:
+    """``base`` (a query over scopes ``s`` and resource heads ``r``, filtering
+    ``s.ns = <first parameter>``) narrowed to ``resource_heads_across``'s ranges: scope
+    and key prefixes, and the (scope, key) cursor. ``mark`` is the placeholder: ``?``
+    (SQLite) or ``$`` (PostgreSQL, numbered from 2)."""
+    params: list[object] = [namespace]
+    sql = base
+
+    def arg(value: object) -> str:
+        params.append(value)
+        return "?" if mark == "?" else f"${len(params)}"
+
+    for column, prefix in (("s.scope", scope_prefix), ("r.key", key_prefix)):
+        if prefix:
+            sql += f" AND {column} >= {arg(prefix)}"
+        upper = prefix_upper(prefix)
+        if upper is not None:
+            sql += f" AND {column} < {arg(upper)}"
+    if after is not None:
+        a = arg(after[0])
+        sql += f" AND (s.scope > {a} OR (s.scope = {arg(after[0])} AND r.key > {arg(after[1])}))"
+    return sql, params

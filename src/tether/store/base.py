@@ -207,6 +207,11 @@ def conflict(
     )
 
 
+RawHead = tuple[str, str, str, str, tuple[str, ...], str, int, "str | None", bytes]
+"""A row of ``_raw_heads_across``: scope, key, then the node's id, kind, parents,
+createdAt, sequence, resourceKey and its payload as the codec encoded it."""
+
+
 class Store(ABC):
     """The async storage contract. Create one with ``tether.open_store(url)``."""
 
@@ -349,6 +354,92 @@ class Store(ABC):
         self, namespace: str, scope: str, key: str, *, limit: int = 1000
     ) -> list[CausalNode]:
         """Every version of one resource key, oldest first."""
+
+    async def resource_heads_across(
+        self,
+        namespace: str,
+        key_prefix: str,
+        *,
+        scope_prefix: str = "thread:",
+        after: tuple[str, str] | None = None,
+        limit: int = 1000,
+    ) -> list[tuple[str, str, CausalNode]]:
+        """``(scope, key, node)``: the current node of every resource key starting with
+        ``key_prefix`` in every non-empty scope starting with ``scope_prefix``, ordered by
+        (scope, key) in code point order, after the ``(scope, key)`` cursor ``after``, at
+        most ``limit``. Continue with the last row's (scope, key).
+
+        A read over many scopes in one call (the run index lives in each thread: this
+        lists a namespace's runs). A backend that can answer it in one indexed query
+        implements ``_raw_heads_across``; otherwise this pages ``list_scopes`` and
+        ``resource_heads``. Each payload is decoded with its own scope's codec key.
+        """
+        check_name("namespace", namespace)
+        if limit <= 0:
+            return []
+        raw = await self._raw_heads_across(namespace, key_prefix, scope_prefix, after, limit)
+        if raw is not None:
+            return self.decode_across(namespace, raw)
+        return await self._heads_across_by_scope(namespace, key_prefix, scope_prefix, after, limit)
+
+    async def _raw_heads_across(
+        self,
+        namespace: str,
+        key_prefix: str,
+        scope_prefix: str,
+        after: tuple[str, str] | None,
+        limit: int,
+    ) -> list[RawHead] | None:
+        """``resource_heads_across`` in one query, payloads left encoded (the codec's
+        bytes), or None (the default): this backend has no such query."""
+        return None
+
+    def decode_across(
+        self, namespace: str, raw: Iterable[RawHead]
+    ) -> list[tuple[str, str, CausalNode]]:
+        """Rows of ``_raw_heads_across`` with their payloads decoded (each by its scope)."""
+        from ..core.graph import new_node
+
+        codec = self.codec
+        if type(codec) is JsonCodec:
+            return [
+                (sc, key, new_node(i, k, ps, orjson.loads(d), c, q, rk))
+                for sc, key, i, k, ps, c, q, rk, d in raw
+            ]
+        return [
+            (sc, key, new_node(i, k, ps, codec.decode(namespace, sc, d), c, q, rk))
+            for sc, key, i, k, ps, c, q, rk, d in raw
+        ]
+
+    async def _heads_across_by_scope(
+        self,
+        namespace: str,
+        key_prefix: str,
+        scope_prefix: str,
+        after: tuple[str, str] | None,
+        limit: int,
+    ) -> list[tuple[str, str, CausalNode]]:
+        out: list[tuple[str, str, CausalNode]] = []
+        cursor: str | None = None
+        if after is not None:
+            # The cursor's own scope may hold more keys after it: start there.
+            heads = await self.resource_heads(namespace, after[0], key_prefix)
+            if after[0].startswith(scope_prefix):
+                out += [(after[0], k, n) for k, n in heads.items() if k > after[1]]
+            cursor = after[0]
+        while len(out) < limit:
+            page = await self.list_scopes(
+                namespace, prefix=scope_prefix, after=cursor, limit=min(500, max(limit, 50))
+            )
+            for info in page:
+                heads = await self.resource_heads(namespace, info.scope, key_prefix)
+                out += [(info.scope, k, n) for k, n in heads.items()]
+                if len(out) >= limit:
+                    break
+            if len(page) < min(500, max(limit, 50)) or len(out) >= limit:
+                break
+            cursor = page[-1].scope
+        return out[:limit]
 
     @abstractmethod
     async def list_namespaces(self, *, after: str | None = None, limit: int = 100) -> list[str]:

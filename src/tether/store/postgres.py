@@ -41,6 +41,7 @@ from ._postgres_schema import LATEST, MIGRATIONS
 from ._sql import (
     KIND_CODE,
     KIND_CODES,
+    across_sql,
     created_at_text,
     created_at_value,
     pack_ids,
@@ -52,6 +53,7 @@ from .base import (
     Head,
     JsonCodec,
     PayloadCodec,
+    RawHead,
     ScopeInfo,
     ScopeStats,
     ScopeWrite,
@@ -523,6 +525,41 @@ class PostgresStore(Store):
             args.append(upper)
         rows = await self._fetch(sql + " ORDER BY r.key", *args)
         return {r[0]: self._node(namespace, scope, tuple(r)[1:]) for r in rows}
+
+    async def _raw_heads_across(
+        self, namespace: str, key_prefix: str, scope_prefix: str, after: Any, limit: int
+    ) -> list[RawHead]:
+        # The namespace's scopes in order (the (ns, scope) unique index), each one's heads
+        # by key (the (sid, key) primary key): one probe per scope, nothing else scanned.
+        sql, args = across_sql(
+            f"SELECT s.scope, r.key, {_NODE_COLS} FROM {self._q['scopes']} s"
+            f" JOIN {self._q['heads']} r ON r.sid = s.sid"
+            f" JOIN {self._q['nodes']} n ON n.sid = r.sid AND n.seq = r.seq"
+            " WHERE s.ns = $1 AND s.sequence > 0",
+            "$",
+            namespace,
+            key_prefix,
+            scope_prefix,
+            after,
+        )
+        rows = await self._fetch(
+            sql + f" ORDER BY s.scope, r.key LIMIT ${len(args) + 1}", *args, limit
+        )
+        kinds, unpack, text = KIND_CODES, unpack_ids, created_at_text
+        return [
+            (
+                sc,
+                key,
+                "cw_" + i.hex(),
+                kinds[k],
+                unpack(ps),
+                text(cms if ct is None else ct),
+                q,
+                rk,
+                p,
+            )
+            for sc, key, q, i, k, ps, cms, ct, rk, p in rows
+        ]
 
     async def versions(
         self, namespace: str, scope: str, key: str, *, limit: int = 1000

@@ -51,6 +51,7 @@ from ..core.graph import CausalNode, new_node
 from ._sql import (
     KIND_CODE,
     KIND_CODES,
+    across_sql,
     created_at_text,
     created_at_value,
     pack_ids,
@@ -63,6 +64,7 @@ from .base import (
     Head,
     JsonCodec,
     PayloadCodec,
+    RawHead,
     ScopeInfo,
     ScopeStats,
     ScopeWrite,
@@ -807,6 +809,33 @@ class SQLiteStore(Store):
         rows = self._c.execute(sql + " ORDER BY r.key", params).fetchall()
         nodes = self._decode(namespace, scope, [r[1:] for r in rows])
         return {r[0]: n for r, n in zip(rows, nodes, strict=True)}
+
+    async def _raw_heads_across(
+        self, namespace: str, key_prefix: str, scope_prefix: str, after: Any, limit: int
+    ) -> list[RawHead]:
+        return await self._call(self._across, namespace, key_prefix, scope_prefix, after, limit)
+
+    def _across(
+        self, ns: str, key_prefix: str, scope_prefix: str, after: Any, limit: int
+    ) -> list[RawHead]:
+        # Live scopes of the namespace in order (the partial index), each one's heads by
+        # key (the primary key): one seek per scope, no scan of other namespaces.
+        sql, params = across_sql(
+            "SELECT s.scope, r.key, n.k & 4294967295, n.id, n.kind, n.parents, n.created_at,"
+            " n.rkey, n.payload FROM tether_scopes s JOIN tether_resource_heads r ON"
+            " r.sid = s.sid JOIN tether_nodes n ON n.k = r.k WHERE s.ns = ? AND s.live = 1",
+            "?",
+            ns,
+            key_prefix,
+            scope_prefix,
+            after,
+        )
+        rows = self._c.execute(sql + " ORDER BY s.scope, r.key LIMIT ?", (*params, limit))
+        kinds, unpack, text = KIND_CODES, unpack_ids, created_at_text
+        return [
+            (sc, key, "cw_" + i.hex(), kinds[k], unpack(ps), text(c), q, rk, p)
+            for sc, key, q, i, k, ps, c, rk, p in rows.fetchall()
+        ]
 
     async def versions(
         self, namespace: str, scope: str, key: str, *, limit: int = 1000

@@ -172,6 +172,8 @@ def _step_executor(n: CausalNode, run: str, name: str) -> ExecutorState:
         node_state={
             "output": p.get("output"),
             **({"loop": loop} if isinstance(loop, dict) else {}),
+            # A step on a call-scoped variable: its value was never stored.
+            **({"call_scope": True} if p.get("call") is True else {}),
         },
     )
     return ExecutorState(

@@ -35,13 +35,14 @@ HTTP too, so ``tether.client`` rebuilds them without the runtime).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from ..core.graph import CausalNode
 
 __all__ = [
+    "CALL_SCOPED",
     "STATUSES",
     "Call",
     "CallStatus",
@@ -234,6 +235,18 @@ class Call:
         )
 
 
+class _CallScoped:
+    """The output of a step on a call-scoped variable, as the graph has it: not there."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "CALL_SCOPED"
+
+
+CALL_SCOPED: Final = _CallScoped()
+
+
 @dataclass(kw_only=True)
 class Visit:
     """One execution of one spec node inside a run."""
@@ -248,6 +261,7 @@ class Visit:
     # A loop record: the iteration that starts (or, when done, how many ran).
     iteration: int | None = None
     done: bool = False
+    record: str | None = None  # a var step: the id of its step record
 
 
 @dataclass(kw_only=True)
@@ -348,7 +362,10 @@ class RunView:
                     kind="var",
                     index=len(self.visits),
                     complete=True,
-                    output=p.get("output"),
+                    # A call-scoped variable's value is never stored: only the call
+                    # that wrote the record holds it (the executor's RunContext.held).
+                    output=CALL_SCOPED if p.get("call") is True else p.get("output"),
+                    record=n.id,
                 )
             self.visits.append(v)
             if v.kind != "loop":
@@ -430,11 +447,23 @@ class RunView:
         rec = self.loops.get(loop)
         return None if rec is None or rec.done else rec.iteration
 
-    def outputs(self) -> dict[str, dict[str, Any]]:
-        """``nodes`` as templates see them: the latest output of each completed spec node."""
+    def outputs(self, held: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+        """``nodes`` as templates see them: the latest output of each completed spec node.
+
+        A step on a call-scoped variable stored no output: ``held`` (step record id ->
+        value) has it in the call that ran the step; in any other the node is left out,
+        so a template naming its output fails like an unknown name.
+        """
         out: dict[str, dict[str, Any]] = {}
         for v in self.visits:
-            if v.complete:
+            if not v.complete:
+                continue
+            if v.output is CALL_SCOPED:
+                if held is None or v.record is None or v.record not in held:
+                    out.pop(v.node, None)
+                    continue
+                out[v.node] = {"output": held[v.record]}
+            else:
                 out[v.node] = {"output": v.output}
         return out
 

@@ -40,6 +40,7 @@ nodes (not four whole state blobs).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import secrets
@@ -58,7 +59,7 @@ from ..crypto import bind_thread, erased_placeholders
 from ..models.errors import ModelError
 from ..projections import ConversationView, Variables, conversation_view
 from ..projections.projection import summary_message
-from ..projections.runs import StepResult
+from ..projections.runs import CALL_SCOPED, StepResult
 from ..store.base import Head, Store
 from ..store.txn import Transaction
 from . import _observe
@@ -526,7 +527,7 @@ class Executor(ToolCalls):
         scope: dict[str, Any] = {
             "input": input,
             "variables": variables,
-            "nodes": rc.view.outputs(),
+            "nodes": rc.view.outputs(rc.held),
             "context": rc.context,
             "run": rc.run_id,
             "thread": rc.thread,
@@ -575,6 +576,8 @@ class Executor(ToolCalls):
                 f"the run executed node {visit.node!r}, which this spec lacks; "
                 "resume it with the spec that started it"
             )
+        if visit.output is CALL_SCOPED:
+            visit = _held(rc, visit)
         if visit.kind == "loop" and not visit.done:
             # An iteration was committed: its body runs, fed the iteration's input.
             loop = self.spec.node(visit.node)
@@ -700,9 +703,10 @@ class Executor(ToolCalls):
             return
         if isinstance(node, VarNode):
             value = jsonable(await self._variables(rc).get(node.var_name))
+            call = self._variables(rc).decl(node.var_name).scope == "call"
 
             async def build_read(txn: Transaction) -> bool:
-                await _record(txn, rc, name, value)
+                await _record(txn, rc, name, value, call=call)
                 return True
 
             await self._commit(rc, build_read, expect=basis)
@@ -713,9 +717,11 @@ class Executor(ToolCalls):
         value = jsonable(tmpl.value(await self._template_scope(rc, input=feed, node=name)))
         variables = self._variables(rc)
 
+        call = variables.decl(node.var).scope == "call"
+
         async def build_set(txn: Transaction) -> bool:
             written = await variables.set(node.var, value, txn=txn)
-            await _record(txn, rc, name, jsonable(written.value))
+            await _record(txn, rc, name, jsonable(written.value), call=call)
             return True
 
         await self._commit(rc, build_set, expect=basis)
@@ -860,13 +866,29 @@ class Executor(ToolCalls):
         await self._commit(rc, build, expect=basis)
 
 
-async def _record(txn: Transaction, rc: RunContext, node: str, output: Any) -> None:
-    await txn.append(
-        rc.scope,
-        "resource",
-        {"run": rc.run_id, "node": node, "output": output},
-        resource_key=step_key(rc.run_id, node),
-    )
+async def _record(
+    txn: Transaction, rc: RunContext, node: str, output: Any, *, call: bool = False
+) -> None:
+    """A var / var_set step's record. On a call-scoped variable it stores no value (call
+    scope is never persisted): the output is held by this call only (``rc.held``)."""
+    payload = {"run": rc.run_id, "node": node, **({"call": True} if call else {"output": output})}
+    record = await txn.append(rc.scope, "resource", payload, resource_key=step_key(rc.run_id, node))
+    if call:
+        rc.held[record.id] = output
+
+
+def _held(rc: RunContext, visit: Visit) -> Visit:
+    """``visit`` (a step on a call-scoped variable) with the output this call holds."""
+    if visit.record not in rc.held:
+        raise AgentError(
+            f"run {rc.run_id} stopped right after node {visit.node!r} ran on a call-scoped "
+            "variable, whose value lived only in the call that ran it (call scope is never "
+            "stored); a later call cannot continue from it: step again",
+            code="call_scope_ended",
+            run=rc.run_id,
+            node=visit.node,
+        )
+    return dataclasses.replace(visit, output=rc.held[visit.record])
 
 
 def _remembered(rc: RunContext, node: LLMNode, view: ConversationView) -> list[dict[str, Any]]:

@@ -26,6 +26,9 @@ class RunContext:
     seq: int  # the thread head sequence the view reflects
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     variables: Variables | None = None  # one per call: call-scope variables live here
+    # The outputs of this call's steps on call-scoped variables, by step record id: the
+    # record stores none (call scope is never persisted), so only this call has them.
+    held: dict[str, Any] = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:

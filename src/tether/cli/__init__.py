@@ -362,8 +362,8 @@ def runs(
 ) -> None:
     """List the namespace's runs from its run index, e.g. every run waiting for a human.
 
-    Reads the index in the app scope, not the threads (--reindex reads every thread
-    to rebuild it).
+    Reads each thread's index entry (one indexed query), not the threads' nodes
+    (--reindex reads every thread to rebuild the entries).
     """
     s = _settings(ctx)
 

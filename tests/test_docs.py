@@ -216,3 +216,17 @@ def test_block_parser_sees_fences_flags_and_markers(tmp_path: Path) -> None:
     ]
     assert skip_reason(blocks_of(md)[1]) == "fenced `skip`"
     assert blocks_of(md)[3].needs == "postgres"
+
+
+def test_user_docs_never_speak_in_internal_names() -> None:
+    """"seed 002" or "SPEC §1" mean nothing to a reader: the projects by name, or nothing."""
+    inspector = ROOT / "src" / "tether" / "server" / "inspector"
+    pages = [*DOC_FILES, *(p for p in inspector.rglob("*") if p.is_file())]
+    internal = re.compile(r"\bseeds? 00\d|\bSPEC\s*(§|section)", re.IGNORECASE)
+    found = [
+        f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
+        for p in pages
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if internal.search(line)
+    ]
+    assert len(pages) > 20 and not found, "\n".join(found)

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +34,8 @@ from tether.models import (
     ToolSpec,
 )
 from tether.models._http import _retry_after
+from tether.runtime import Agent
+from tether.store import open_store
 
 # --------------------------------------------------------------------------- the server
 
@@ -367,7 +370,69 @@ async def test_malformed_arguments(server: Server) -> None:
     err = info.value
     assert err.code == "model_bad_arguments"
     assert isinstance(err, ModelBadResponseError)
-    assert err.details == {"tool": "get_weather", "tool_call_id": "c1", "arguments": '{"city": '}
+    assert err.details == {
+        "reason": "shape",
+        "tool": "get_weather",
+        "tool_call_id": "c1",
+        "arguments": '{"city": ',
+    }
+
+
+MEMO = '"memo": "mk-93f1c0", '
+
+
+@pytest.mark.parametrize(
+    ("arguments", "reason"),
+    [
+        ("{" + MEMO + '"amount": 1, "amount": 1000000}', "duplicate_key"),
+        ("{" + MEMO + '"amount": 18446744073709551617}', "number_range"),
+        ("{" + MEMO + '"amount": NaN}', "non_finite"),
+        ("{" + MEMO + '"a": ' + "[" * 100 + "]" * 100 + "}", "too_large"),
+        ("{" + MEMO + '"to": "\\ud800"}', "shape"),
+    ],
+)
+async def test_arguments_are_read_exactly_or_refused(
+    server: Server, arguments: str, reason: str, tmp_path: Path
+) -> None:
+    """The model-output door (issue 18): tool-call arguments under tether's JSON policy.
+    A step on such output fails its run with the typed code; the output itself (no
+    inference, no tool call) is not stored, and nothing else in the file changes."""
+    server.reply(Reply(body=completion(tool_calls=[fn_call("c1", "transfer", arguments)])))
+    with pytest.raises(ModelBadArgumentsError) as info:
+        await model(server).complete(hello())
+    assert info.value.code == "model_bad_arguments"
+    assert info.value.details["reason"] == reason
+    path = tmp_path / "m.db"
+    store = await open_store(f"sqlite:///{path}")
+    try:
+        server.reply(Reply(body=completion(tool_calls=[fn_call("c1", "transfer", arguments)])))
+        r = await Agent(None, model(server), store=store).step("pay", thread="t")
+        assert r.status == "failed" and r.error is not None
+        assert r.error.code == "model_bad_arguments"
+        kinds = [n.kind for n in await store.nodes("default", "thread:t")]
+        assert "inference" not in kinds and "tool_call" not in kinds, kinds
+    finally:
+        await store.close()
+    on_disk = b"".join(p.read_bytes() for p in tmp_path.glob("m.db*"))
+    assert b"mk-93f1c0" not in on_disk
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (json.dumps(completion("a"))[:-1] + ', "choices": []}', "duplicate_key"),
+        (json.dumps(completion("a"))[:-1] + ', "n": 18446744073709551617}', "number_range"),
+        (json.dumps(completion("a"))[:-1] + ', "p": Infinity}', "non_finite"),
+    ],
+)
+async def test_a_response_body_is_read_exactly_or_refused(
+    server: Server, body: str, reason: str
+) -> None:
+    server.reply(Reply(body=body))
+    with pytest.raises(ModelBadResponseError) as info:
+        await model(server).complete(hello())
+    assert info.value.code == "model_bad_response"
+    assert info.value.details["reason"] == reason
 
 
 async def test_arguments_must_be_an_object(server: Server) -> None:

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from tether.core.errors import InvalidNode
 from tether.runtime import Tool, ToolDefinitionError, tool
 from tether.runtime.tools import ToolArgumentsError, as_tool, json_schema, jsonable
 
@@ -136,9 +137,25 @@ async def test_sync_and_async_tools_and_injection() -> None:
 
 
 def test_jsonable() -> None:
-    assert jsonable(float("nan")) is None
     assert jsonable({1: (1, 2)}) == {"1": [1, 2]}
     assert jsonable("x") == "x"
+    assert jsonable({"n": [2**53 - 1, -(2**53 - 1), 1.5, None]}) == {
+        "n": [2**53 - 1, -(2**53 - 1), 1.5, None]
+    }
+    # Exact, or a typed error: nothing that cannot be stored as it is becomes something else.
+    for value, code in (
+        (float("nan"), "non_finite"),
+        ({"x": [float("nan")]}, "non_finite"),
+        ({"x": (float("-inf"),)}, "non_finite"),
+        ({float("inf")}, "non_finite"),
+        (2**53, "number_range"),
+        ({"n": -(2**60)}, "number_range"),
+        ({"n": 2**70}, "number_range"),
+        ({1: "a", "1": "b"}, "duplicate_key"),
+    ):
+        with pytest.raises(InvalidNode) as e:
+            jsonable(value)
+        assert e.value.code == code, value
 
 
 # -- the argument checker agrees with JSON Schema itself -------------------------------

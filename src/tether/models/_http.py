@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx
 
+from ..core import strict_json
+from ..core.canonical import CanonicalError
 from ..core.telemetry import telemetry
 from .errors import ModelBadResponseError, ModelConnectionError, ModelHTTPError, ModelTimeoutError
 
@@ -95,10 +97,15 @@ async def post_json(
             status = response.status_code
             if 200 <= status < 300:
                 try:
-                    return response.json()
-                except ValueError:
+                    # tether's JSON policy (strict_json): the model's output is read
+                    # exactly or refused (a duplicate key, a big integer, NaN), never
+                    # read one way by tether and another by someone else.
+                    return strict_json.loads(response.content)
+                except CanonicalError as exc:
                     raise ModelBadResponseError(
-                        f"the {server} answered HTTP {status} with a body that is not JSON",
+                        f"the {server} answered HTTP {status} with a body that is not "
+                        f"exact JSON ({exc})",
+                        reason=exc.code,
                         status=status,
                         body=response.text[:BODY_EXCERPT],
                     ) from None

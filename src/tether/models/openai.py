@@ -48,6 +48,9 @@ from typing import Any
 
 import httpx
 
+from ..core import strict_json
+from ..core.canonical import CanonicalError
+from ..core.graph import DEFAULT_LIMITS
 from ..core.messages import MemoryWrite, Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
 from ..core.vocab import BUILTIN_NODE_TYPES, NodeType
 from ._http import BODY_EXCERPT, Retries, post_json
@@ -376,10 +379,14 @@ def _parse_call(raw: Any, index: int, data: Any) -> tuple[str, str, dict[str, An
         arguments = text
     elif isinstance(text, str):
         try:
-            arguments = json.loads(text)
-        except ValueError as exc:
+            # tether's JSON policy (strict_json): a duplicate key, an integer beyond
+            # ±(2**53-1) or NaN is refused with its code, never read one way of several.
+            arguments = strict_json.loads(text, max_depth=DEFAULT_LIMITS.max_depth)
+        except CanonicalError as exc:
             raise ModelBadArgumentsError(
-                f"the model called {name!r} with arguments that are not valid JSON ({exc})",
+                f"the model called {name!r} with arguments that are not exact JSON ({exc})",
+                code="model_bad_arguments",
+                reason=exc.code,
                 tool=name,
                 tool_call_id=call_id,
                 arguments=text,

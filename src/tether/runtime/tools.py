@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import enum
 import inspect
+import math
 import re
 import types
 import typing
@@ -40,7 +41,8 @@ from typing import Any, Final, TypeVar, overload
 
 import orjson
 
-from ..core.canonical import CanonicalError, canonical_json
+from ..core import strict_json
+from ..core.canonical import MAX_SAFE_INT, CanonicalError, canonical_json
 from ..core.errors import InvalidNode
 from ..core.graph import DEFAULT_LIMITS
 from ..core.messages import ToolSpec
@@ -171,20 +173,56 @@ def exact_json(value: Any, what: str = "value") -> Any:
 
 
 def jsonable(value: Any) -> Any:
-    """A JSON value for ``value``: sets become lists, unknown objects their str()."""
-    if value is None or isinstance(value, str | bool | int | float):
-        if isinstance(value, float) and value != value:  # NaN is not JSON
-            return None
+    """A JSON value for ``value``: sets become lists, unknown objects their str(), keys
+    that are not strings their str().
+
+    Under the JSON policy (``tether.core.strict_json``), what cannot be stored exactly
+    is refused with its code (``InvalidNode``), never changed: NaN and Infinity
+    (``non_finite``, which orjson would write as null), integers beyond ±(2**53-1)
+    (``number_range``), two keys that read the same once made strings
+    (``duplicate_key``: ``{1: "a", "1": "b"}``), nesting orjson cannot write
+    (``too_large``).
+    """
+    if value is None or isinstance(value, str | bool):
         return value
+    if isinstance(value, int | float):
+        return _scalar(value)
     try:
         data = orjson.dumps(value, default=_default, option=orjson.OPT_NON_STR_KEYS)
     except TypeError as e:
-        # The JSON policy (tether.core.strict_json): a value that cannot be stored exactly
-        # is refused with its code, never passed on as a raw TypeError.
         msg = str(e)
         code = "too_large" if "ecursion" in msg else "number_range" if "64-bit" in msg else "shape"
         raise InvalidNode(f"value rejected: {msg}", code=code) from None
-    return orjson.loads(data)
+    if b"null" in data:
+        _check_finite(value)
+    try:
+        return strict_json.loads(data)
+    except CanonicalError as e:
+        raise InvalidNode(f"value rejected: {e}", code=e.code) from None
+
+
+def _scalar(value: int | float) -> int | float:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidNode(f"value rejected: {value} is not JSON", code="non_finite")
+    elif not -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
+        raise InvalidNode(
+            f"value rejected: integer {value} is outside ±(2**53-1)", code="number_range"
+        )
+    return value
+
+
+def _check_finite(value: Any) -> None:
+    """Raise ``non_finite`` if a float NaN or Infinity is anywhere in ``value``."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, float):
+            _scalar(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple | set | frozenset):
+            stack.extend(v)
 
 
 def _default(value: Any) -> Any:

@@ -114,6 +114,25 @@ async def test_metrics_need_the_grant_on_every_namespace(client: httpx.AsyncClie
     assert "tether_" in await _metrics(client, TOKEN)  # '*' includes metrics
 
 
+def test_a_sink_declares_every_metric_before_anything_is_recorded() -> None:
+    """A scrape of a server that has done nothing yet lists every metric, so Prometheus's
+    rate() and absent() see them from the start."""
+    text = PrometheusSink().exposition().decode()
+    for name, kind in [
+        ("tether_commit_duration_seconds", "histogram"),
+        ("tether_commit_nodes", "histogram"),
+        ("tether_commit_conflicts_total", "counter"),
+        ("tether_transact_retries_total", "counter"),
+        ("tether_tool_duration_seconds", "histogram"),
+        ("tether_runs_total", "counter"),
+        ("gen_ai_client_operation_duration_seconds", "histogram"),
+        ("gen_ai_client_token_usage", "histogram"),
+    ]:
+        assert f"# TYPE {name} {kind}" in text, name
+    lines = text.splitlines()
+    assert "tether_commit_conflicts_total 0.0" in lines and "tether_commit_nodes_count 0.0" in lines
+
+
 def test_a_sink_maps_names_units_and_labels() -> None:
     sink = PrometheusSink()
     sink.record("histogram", "tether.tool.duration", 0.25, {"gen_ai.tool.name": "t"})

@@ -46,6 +46,8 @@ LABELS: Final[Mapping[str, tuple[str, ...]]] = {
     "gen_ai.client.operation.duration": (*_MODEL_LABELS, "error.type"),
     "gen_ai.client.token.usage": (*_MODEL_LABELS, "gen_ai.token.type"),
 }
+# Counters; every other metric of LABELS is a histogram.
+_COUNTERS: Final = frozenset({"tether.commit.conflicts", "tether.transact.retries", "tether.runs"})
 _BUCKETS: Final[Mapping[str, tuple[float, ...]]] = {
     "tether.commit.nodes": (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024),
     "gen_ai.client.token.usage": (16, 64, 256, 1024, 4096, 16384, 65536, 262144),
@@ -65,6 +67,10 @@ class PrometheusSink:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._metrics: dict[str, tuple[Any, tuple[str, ...]]] = {}
         self._lock = threading.Lock()
+        # Every metric tether records is declared at once, so a scrape before the first
+        # commit lists them all (zero where unlabelled) rather than an empty page.
+        for name in LABELS:
+            self._create("counter" if name in _COUNTERS else "histogram", name, {})
 
     def record(self, kind: MetricKind, name: str, value: float, attrs: Attrs) -> None:
         entry = self._metrics.get(name)

@@ -172,7 +172,7 @@ async def test_http_step_refuses_and_writes_nothing(
     assert db_bytes(path) == before
 
 
-@pytest.mark.parametrize("case", ["big_int", "dup_payload_key", "deep"])
+@pytest.mark.parametrize("case", sorted(HOSTILE_SNAPSHOTS))
 async def test_http_import_refuses_and_writes_nothing(
     sqlite: tuple[Store, Path], case: str
 ) -> None:
@@ -222,3 +222,44 @@ async def test_exact_big_but_safe_values_round_trip(sqlite: tuple[Store, Path]) 
     assert len(state) == 1
     assert await export_snapshot(store, "default", "thread:ok") == text
     assert orjson.loads(text)["nodes"][0]["payload"] == {"v": 1}
+
+
+# --------------------------------------------------------------------------- tool results
+
+
+@pytest.mark.parametrize(
+    ("value", "code"),
+    [
+        ({"x": float("nan"), "memo": "mk-tool-5e2"}, "non_finite"),
+        ([float("inf"), "mk-tool-5e2"], "non_finite"),
+        ({"n": 2**60, "memo": "mk-tool-5e2"}, "number_range"),
+        ({"n": 2**70, "memo": "mk-tool-5e2"}, "number_range"),
+        ({1: "mk-tool-5e2", "1": "b"}, "duplicate_key"),
+    ],
+)
+async def test_a_tool_result_that_cannot_be_stored_exactly_is_an_error_result(
+    tmp_path: Path, value: Any, code: str
+) -> None:
+    """The tool-result door: the call gets an error result naming the code (the model is
+    told, the run goes on); the value itself reaches no byte of the file."""
+    from tether.models import Rule, ScriptedModel, call
+    from tether.runtime import Agent, tool
+
+    @tool
+    def probe() -> object:
+        """Return the hostile value."""
+        return value
+
+    path = tmp_path / "tool.db"
+    store = await open_store(f"sqlite:///{path}")
+    try:
+        model = ScriptedModel([Rule(match="go", tools=[call("probe")], then="ok")])
+        r = await Agent(None, model, store=store, tools=[probe]).step("go", thread="t")
+        assert r.status == "completed", r
+        results = [n.payload for n in await store.nodes("default", "thread:t")]
+        results = [p for p in results if "is_error" in p]
+        assert len(results) == 1 and results[0]["is_error"] is True
+        assert f"[{code}]" in results[0]["content"]
+    finally:
+        await store.close()
+    assert b"mk-tool-5e2" not in b"".join(p.read_bytes() for p in tmp_path.glob("tool.db*"))

@@ -99,7 +99,9 @@ async def read_json(request: Request, *, required: bool = True, snapshot: bool =
     """The body as JSON under tether's one JSON policy (``tether.core.strict_json``):
     no duplicate keys, integers within ±(2**53-1), no NaN, bounded nesting.
     Empty is None unless required. A ``snapshot`` body's refusals are InvalidSnapshot
-    (413/422, as import validation answers), others InvalidRequest (400)."""
+    with the codes of ``tether import`` (``shape`` too: not JSON, invalid UTF-8, a lone
+    surrogate), answered as import validation answers; others InvalidRequest (400,
+    ``invalid_request`` for what is not JSON at all)."""
     raw = await request.body()
     if not raw.strip():
         if required:
@@ -108,7 +110,7 @@ async def read_json(request: Request, *, required: bool = True, snapshot: bool =
     try:
         return strict_json.loads(raw, max_depth=_BODY_DEPTH)
     except CanonicalError as e:
-        if e.code == "shape":
+        if e.code == "shape" and not snapshot:
             raise InvalidRequest(f"the body is not valid JSON: {e}", field="body") from None
         # The JSON policy's refusals keep their codes (number_range, duplicate_key,
         # non_finite, too_large): the body cannot be read exactly, so it is refused whole.

@@ -211,6 +211,110 @@ async def test_events_are_conversation_nodes() -> None:
     assert goal["input"] == "hello" and goal["run"] == "inv-1"
 
 
+@pytest.mark.parametrize("url", ["memory://", "sqlite"])
+async def test_event_text_is_stored_once_and_events_come_back_equal(
+    url: str, tmp_path: Path
+) -> None:
+    store = await open_store(url if url == "memory://" else f"sqlite:///{tmp_path / 't.db'}")
+    try:
+        service = TetherSessionService(store)
+        s = await service.create_session(app_name=APP, user_id="u", session_id="s")
+        call = types.FunctionCall(id="c1", name="weather", args={"city": "Oslo"})
+        reply = types.FunctionResponse(id="c1", name="weather", response={"sky": "rain", "t": 1})
+        model = "model"
+        events = [
+            _event("hello " * 40),
+            _event("it rains", author="agent"),
+            Event(
+                invocation_id="i",
+                author="agent",
+                content=types.Content(
+                    role=model,
+                    parts=[
+                        types.Part(text="thinking", thought=True),
+                        types.Part(text="answer"),
+                    ],
+                ),
+            ),
+            Event(
+                invocation_id="i",
+                author="agent",
+                content=types.Content(
+                    role=model,
+                    parts=[
+                        types.Part(text="two "),
+                        types.Part(text="parts"),
+                    ],
+                ),
+            ),
+            Event(
+                invocation_id="i",
+                author="agent",
+                content=types.Content(
+                    role=model,
+                    parts=[
+                        types.Part(text="let me look"),
+                        types.Part(function_call=call),
+                    ],
+                ),
+            ),
+            Event(
+                invocation_id="i",
+                author="user",
+                content=types.Content(
+                    role="user",
+                    parts=[
+                        types.Part(function_response=reply),
+                    ],
+                ),
+            ),
+            Event(
+                invocation_id="i",
+                author="agent",
+                content=types.Content(
+                    role=model,
+                    parts=[
+                        types.Part(text=""),
+                    ],
+                ),
+            ),
+            Event(invocation_id="i", author="agent"),
+        ]
+        for ev in events:
+            await service.append_event(s, ev)
+        got = await service.get_session(app_name=APP, user_id="u", session_id="s")
+        assert got is not None
+        assert [e.model_dump(mode="json") for e in got.events] == [
+            e.model_dump(mode="json") for e in events
+        ]
+        nodes = [n for n in await store.nodes(APP, "thread:u/s") if n.payload.get("adk") == "event"]
+        by_text = {
+            n.payload.get("input") or n.payload.get("content"): n.payload
+            for n in nodes
+            if n.kind in ("goal", "inference")
+        }
+        # the text sits in the graph field only; the event keeps null in its place
+        goal = by_text["hello " * 40]
+        assert goal["event"]["content"]["parts"][0]["text"] is None
+        assert goal["h"] == ["i", "r", 0]
+        assert "hello" not in str(goal["event"]) and goal["event"]["id"] is None
+        result = next(n.payload for n in nodes if n.kind == "tool_result")
+        assert result["content"] == {"sky": "rain", "t": 1}
+        assert result["event"]["content"]["parts"][0]["function_response"]["response"] is None
+        # two text parts: the event keeps both (the graph field is their join)
+        assert by_text["two parts"]["h"] == ["i", "r"]
+        thought = by_text["answer"]
+        assert thought["event"]["content"]["parts"][0]["text"] == "thinking"
+        assert thought["h"] == ["i", "r", 1]
+        inference = by_text["let me look"]
+        assert inference["tool_calls"] == [
+            {"id": "c1", "name": "weather", "arguments": {"city": "Oslo"}}
+        ]
+        assert "tool_calls" not in by_text["it rains"] and "usage" not in by_text["it rains"]
+    finally:
+        await store.close()
+
+
 # -- a real Runner loop, scripted model, no network ----------------------------------
 
 

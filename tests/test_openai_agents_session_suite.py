@@ -172,6 +172,7 @@ def test_openai_agents_session_tests_pass_on_tether_session(backend: str) -> Non
         )
         tail = "\n".join((r.stdout + r.stderr).splitlines()[-80:])
         assert r.returncode == 0, tail
+        print(f"[{backend}] {r.stdout.strip().splitlines()[-1]}")  # the SDK tests' summary
         report = json.loads(report_path.read_text())
     outcomes: dict[str, str] = report["outcomes"]
     failed = sorted(t for t, o in outcomes.items() if o == "failed")

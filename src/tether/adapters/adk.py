@@ -78,6 +78,8 @@ class InvalidStateValue(InvalidRequest, TypeError):
 _PAGE: Final = 256
 _FIRST: Final = 8
 _SESSION_KEY: Final = "adk:session"
+_KEY_PREFIX: Final = "adk:event:"  # + the event id: an event node's resource key
+_ID: Final = "@id"  # a hole (_punch) filled from the node's resource key: the event id
 
 
 def _quote_user(user_id: str) -> str:
@@ -110,7 +112,7 @@ def _json_deltas(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _event_key(event_id: str) -> str:
-    return f"adk:event:{event_id}"
+    return f"{_KEY_PREFIX}{event_id}"
 
 
 def _var(name: str, value: Any) -> dict[str, Any]:
@@ -119,33 +121,105 @@ def _var(name: str, value: Any) -> dict[str, Any]:
 
 
 def _event_node(event: Event, llm: str) -> tuple[str, dict[str, Any]]:
+    """The kind and payload of one event: ADK's event JSON (``event``) beside the
+    graph-encoding fields, each value stored once: where the event's id, its
+    invocation id, its text or its function response is also the node's resource key
+    or a graph field, the event keeps ``null`` in its place and ``h`` lists the holes
+    (``_event_data`` fills them, exactly): ``"i"`` the id (from the resource key),
+    ``"r"`` the invocation id (``run``), ``n`` (an int) the text of part ``n`` (the
+    graph field ``input`` of a goal, ``content`` of an inference), ``"f"`` the
+    response of part 0's function response (``content`` of a tool result)."""
     data = event.model_dump(mode="json", exclude_none=True)
     base: dict[str, Any] = {"adk": "event", "run": event.invocation_id, "event": data}
+    holes: list[str | int] = ["i", "r"]
     parts = event.content.parts if event.content and event.content.parts else []
-    text = "".join(p.text for p in parts if p.text and not p.thought)
+    said = [i for i, p in enumerate(parts) if p.text and not p.thought]
+    text = "".join(parts[i].text or "" for i in said)
     calls = [p.function_call for p in parts if p.function_call]
     responses = [p.function_response for p in parts if p.function_response]
     if responses:
         r = responses[0]
-        return "tool_result", {
+        first = data["content"]["parts"][0].get("function_response", {})
+        payload = {
             **base,
             "llm": llm,
             "call_id": r.id,
             "name": r.name,
-            "content": data["content"]["parts"][0].get("function_response", {}).get("response"),
+            "content": first.get("response"),
             "is_error": False,
         }
-    if event.author == "user":
-        return "goal", {**base, "input": text, "llm": llm, "metadata": {"source": "adk"}}
-    if text or calls:
-        return "inference", {
-            **base,
-            "llm": llm,
-            "content": text,
-            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.args or {}} for c in calls],
-            "usage": {},
-        }
-    return "resource", {**base, "author": event.author}
+        kind = "tool_result"
+        holes.append("f")
+    elif event.author == "user":
+        payload = {**base, "input": text, "llm": llm, "metadata": {"source": "adk"}}
+        kind = "goal"
+        holes.extend(said[:1] if len(said) == 1 else [])
+    elif text or calls:
+        # empty tool_calls and usage are left out (readers treat a missing one as empty)
+        payload = {**base, "llm": llm, "content": text}
+        if calls:
+            payload["tool_calls"] = [
+                {"id": c.id, "name": c.name, "arguments": c.args or {}} for c in calls
+            ]
+        kind = "inference"
+        holes.extend(said[:1] if len(said) == 1 else [])
+    else:
+        payload, kind = {**base, "author": event.author}, "resource"
+    return kind, _punch(kind, payload, holes, event.id)
+
+
+_TEXT_FIELD: Final = {"goal": "input", "inference": "content"}
+
+
+def _hole(kind: str, hole: str | int) -> tuple[str, list[Any]]:
+    """Where a hole's value comes from (a payload field, or ``_ID``) and its path in
+    the event."""
+    if hole == "i":
+        return _ID, ["id"]
+    if hole == "r":
+        return "run", ["invocation_id"]
+    if hole == "f":
+        return "content", ["content", "parts", 0, "function_response", "response"]
+    return _TEXT_FIELD[kind], ["content", "parts", hole, "text"]
+
+
+def _at(data: dict[str, Any], path: list[Any]) -> tuple[Any, Any]:
+    """The container of ``path``'s last step in ``data`` (containers copied along the
+    way: ``data`` is a fresh top-level copy the caller may change) and that step."""
+    at: Any = data
+    for key in path[:-1]:
+        at[key] = at[key].copy()
+        at = at[key]
+    return at, path[-1]
+
+
+def _punch(
+    kind: str, payload: dict[str, Any], holes: list[str | int], event_id: str
+) -> dict[str, Any]:
+    """``payload`` with each value of its event that ``holes`` names set to ``null``,
+    only where the event holds exactly the value its source holds."""
+    data = {**payload["event"]}
+    kept: list[str | int] = []
+    for hole in holes:
+        source, path = _hole(kind, hole)
+        value = event_id if source == _ID else payload.get(source)
+        at, key = _at(data, path)
+        if isinstance(value, str | dict) and type(at.get(key)) is type(value) and at[key] == value:
+            at[key] = None
+            kept.append(hole)
+    return {**payload, "event": data, "h": kept} if kept else payload
+
+
+def _event_data(node: CausalNode) -> dict[str, Any]:
+    """The event JSON a node stores, with the values ``_punch`` took out put back."""
+    p = node.payload
+    holes = p.get("h")
+    data = {**p["event"]}
+    for hole in holes or ():
+        source, path = _hole(node.kind, hole)
+        at, key = _at(data, path)
+        at[key] = (node.resource_key or "")[len(_KEY_PREFIX) :] if source == _ID else p[source]
+    return data
 
 
 class TetherSessionService(BaseSessionService):
@@ -276,7 +350,7 @@ class TetherSessionService(BaseSessionService):
                 ev = n.payload["event"]
                 if after is not None and ev["timestamp"] < after:
                     break
-                events.append(Event.model_validate(ev))
+                events.append(Event.model_validate(_event_data(n)))
                 if recent is not None and len(events) >= recent:
                     break
         events.reverse()

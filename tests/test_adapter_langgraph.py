@@ -547,6 +547,43 @@ async def test_unchanged_elements_are_not_planned_again() -> None:
     assert [m.content for m in state.values["messages"]][::2][-3:] == ["q22", "q23", "q24"]
 
 
+async def test_writes_anchor_on_the_savers_own_put_and_stay_exact_after_a_reset() -> None:
+    """put_writes anchors on the checkpoint node this saver put (no pointer read); after
+    delete_thread (a reset: new generation) a write before its put is marked and found."""
+    saver = TetherSaver(MemoryStore())
+    cp = generate_checkpoint(channel_values={"ch": "v"}, channel_versions={"ch": 1})
+    cfg = await saver.aput(generate_config("t"), cp, generate_metadata(), {"ch": 1})
+    reads = 0
+    original = saver.store.resource_head
+
+    async def counting(*a: Any, **kw: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return await original(*a, **kw)
+
+    saver.store.resource_head = counting  # type: ignore[method-assign]
+    await saver.aput_writes(cfg, [("ch", "w1")], "task")
+    assert reads == 1  # the writes key only: the anchor came from the put
+    got = await saver.aget_tuple(cfg)
+    assert got is not None and got.pending_writes == [("task", "ch", "w1")]
+    nodes = await saver.store.nodes(saver.namespace, "thread:t", limit=100)
+    (cp_node,) = [n for n in nodes if n.resource_key == "lgc:;cp"]
+    (w_node,) = [n for n in nodes if (n.resource_key or "").startswith("lgw:")]
+    assert cp_node.id in w_node.parents
+    # a reset: the same checkpoint id written to before it is put again
+    await saver.adelete_thread("t")
+    await saver.aput_writes(cfg, [("ch", "early")], "task")
+    await saver.aput(generate_config("t"), cp, generate_metadata(), {"ch": 1})
+    got = await saver.aget_tuple(cfg)
+    assert got is not None and got.pending_writes == [("task", "ch", "early")]
+    nodes = await saver.store.nodes(saver.namespace, "thread:t", limit=100)
+    assert any(n.resource_key == "lgc:;odd" for n in nodes)
+    h = await saver.aget_delta_channel_history(config=cfg, channels=["ch"])
+    assert h == await BaseCheckpointSaver.aget_delta_channel_history(
+        saver, config=cfg, channels=["ch"]
+    )
+
+
 # -- event loops and threads -----------------------------------------------------------
 
 
@@ -565,6 +602,32 @@ async def test_from_url_inside_a_running_loop_and_close_from_it(tmp_path: Path) 
     finally:
         saver.close()
     assert not saver._bridge.owns_loop
+
+
+def test_close_from_another_thread_that_runs_a_loop(tmp_path: Path) -> None:
+    """A from_url saver made in one thread closes from another thread running its own
+    loop, after its private loop thread was started (by list)."""
+    import threading
+
+    saver = TetherSaver.from_url(f"sqlite:///{tmp_path / 'x.db'}")
+    cp = generate_checkpoint(channel_values={"ch": "v"}, channel_versions={"ch": 1})
+    cfg = saver.put(generate_config("t"), cp, generate_metadata(), {"ch": 1})
+    assert len(list(saver.list(cfg))) == 1 and saver._bridge.owns_loop
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        async def main() -> None:
+            saver.close()
+
+        try:
+            asyncio.run(main())
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert errors == [] and not saver._bridge.owns_loop
 
 
 def test_sync_calls_run_in_the_callers_thread(tmp_path: Path) -> None:

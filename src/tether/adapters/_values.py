@@ -75,6 +75,9 @@ class LRU(Generic[K, V]):
     def pop(self, key: K) -> None:
         self._d.pop(key, None)
 
+    def clear(self) -> None:
+        self._d.clear()
+
     def __len__(self) -> int:
         return len(self._d)
 

@@ -126,6 +126,10 @@ class TetherSaver(BaseCheckpointSaver[str]):
         # scope -> (generation, ids known to be stored): sound because a scope only
         # loses nodes through a reset, which bumps its generation.
         self._known: LRU[str, tuple[int, set[str]]] = LRU(1024)
+        # (scope, generation, ns, checkpoint id) -> the checkpoint node this saver put
+        # (the newest put of that id by this saver): put_writes anchors writes on it
+        # without reading the id pointer.
+        self._anchors: LRU[tuple[str, int, str, str], str] = LRU(4096)
 
     # -- opening and closing ---------------------------------------------------
 
@@ -632,6 +636,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
 
         generation, added = await transact(self.store, self.namespace, fn)
         self._remember(scope, generation, added)
+        self._anchors.put((scope, generation, e, checkpoint["id"]), added[-2])
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -661,12 +666,21 @@ class TetherSaver(BaseCheckpointSaver[str]):
 
         async def fn(txn: Transaction) -> tuple[int, builtins.list[str]]:
             generation = (await txn.head(scope)).generation
-            stored = await self.store.versions(self.namespace, scope, w_key(e, cid), limit=_ALL)
-            have = {(w.payload["task"], w.payload["idx"]) for w in stored}
-            ptr = await txn.resource_head(scope, id_key(e, cid))
-            anchor = ptr.payload.get("cp") if ptr is not None else None
-            if ptr is None and encoded:
-                await self._mark_odd(txn, scope, e, cid)
+            # The key's head is read once (the appends below reuse it); the earlier
+            # writes only when there are some (the first put_writes of a step has none).
+            have: set[tuple[str, int]] = set()
+            if encoded and await txn.resource_head(scope, w_key(e, cid)) is not None:
+                stored = await self.store.versions(self.namespace, scope, w_key(e, cid), limit=_ALL)
+                have = {(w.payload["task"], w.payload["idx"]) for w in stored}
+            # The checkpoint node this saver put for cid at this generation, if any (a
+            # pointer is never removed but by a reset, which bumps the generation); else
+            # the pointer's head says whether cid was put at all.
+            anchor = self._anchors.get((scope, generation, e, cid))
+            if anchor is None:
+                ptr = await txn.resource_head(scope, id_key(e, cid))
+                anchor = ptr.payload.get("cp") if ptr is not None else None
+                if ptr is None and encoded:
+                    await self._mark_odd(txn, scope, e, cid)
             added: builtins.list[str] = []
             for idx, channel, (ref, planned) in encoded:
                 if idx >= 0 and (task_id, idx) in have:
@@ -710,6 +724,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
     async def _tombstone(self, scope: str, e: str, victims: Sequence[CausalNode]) -> None:
         if not victims:
             return
+        self._anchors.clear()  # writes to a hidden checkpoint anchor as before (frontier)
         ids = {v.id for v in victims}
         cids = sorted({v.payload["id"] for v in victims})
 

@@ -212,6 +212,8 @@ def across_sql(
         if upper is not None:
             sql += f" AND {column} < {arg(upper)}"
     if after is not None:
-        a = arg(after[0])
-        sql += f" AND (s.scope > {a} OR (s.scope = {arg(after[0])} AND r.key > {arg(after[1])}))"
+        # ``s.scope >= a`` on its own gives the planner a range start on the scope index, so
+        # a page seeks to the cursor instead of walking the namespace from its first scope.
+        lower = arg(after[0])
+        sql += f" AND s.scope >= {lower} AND (s.scope > {arg(after[0])} OR r.key > {arg(after[1])})"
     return sql, params

@@ -90,10 +90,12 @@ async def test_every_search_path_returns_the_exact_top_k(
     rng = random.Random(seed)
     dim = rng.choice([8, 64, 256])
     entries = _entries(rng, rng.randrange(50, 1500), dim)
-    vec = SQLiteVectorTable(str(tmp_path / "v.db"), use_sqlite_vec=True)
+    vec = SQLiteVectorTable(str(tmp_path / "v.db"), use_sqlite_vec=True, hold_bytes=0)
+    held = SQLiteVectorTable(str(tmp_path / "h.db"), use_sqlite_vec=True)
     fallback = SQLiteVectorTable(str(tmp_path / "s.db"), use_sqlite_vec=False)
     memory = MemoryVectorTable()
-    tables: list[VectorTable] = [vec, fallback, memory]
+    tables: list[VectorTable] = [vec, held, fallback, memory]
+    local = len(tables)
     stores = []
     for url in _server_urls():
         store = await open_store(url)
@@ -106,9 +108,26 @@ async def test_every_search_path_returns_the_exact_top_k(
             await t.apply(
                 ns, SCOPE, SPACE, upserts=entries, deletes=[], mark=Mark(generation=0, sequence=1)
             )
-        assert (vec.engine, fallback.engine) == ("sqlite-vec", "scan")
+        assert (vec.engine, held.engine, fallback.engine) == ("sqlite-vec", "sqlite-vec", "scan")
         base = np.frombuffer(entries[0].vector, dtype="<f4").tolist()
         for trial in range(25):
+            if trial in (8, 16):  # a write between searches: held parts move in place
+                gone = [e.key for e in rng.sample(entries, 7)]
+                changed = [
+                    VectorEntry(key=e.key, node=e.node + "'", vector=_pack(_unit(rng, dim)))
+                    for e in rng.sample(entries, 5)
+                ] + [
+                    VectorEntry(key=f"semantic:a:new{trial}{i}", node="x", vector=_pack(base))
+                    for i in range(3)
+                ]
+                for t in tables:
+                    await t.apply(
+                        ns, SCOPE, SPACE, upserts=changed, deletes=gone,
+                        mark=Mark(generation=0, sequence=1 + trial),
+                    )  # fmt: skip
+                by_key = {e.key: e for e in entries if e.key not in gone}
+                by_key.update((e.key, e) for e in changed)
+                entries = sorted(by_key.values(), key=lambda e: e.key)
             if trial % 3 == 0:  # a query on top of the near-ties
                 query = _pack([x + rng.gauss(0, 1e-6) for x in base])
             else:
@@ -120,10 +139,13 @@ async def test_every_search_path_returns_the_exact_top_k(
             for t in tables:
                 got = await t.search(ns, SCOPE, SPACE, query, k=k, where=where)
                 assert got == want, (type(t).__name__, k, prefix)
-        for t in tables[3:]:
+        assert (vec.searched_by, held.searched_by) == ("sqlite-vec", "held scan")
+        for t in tables:
+            assert await t.entries(ns, SCOPE, SPACE) == {e.key: e for e in entries}
+        for t in tables[local:]:
             await t.drop(ns)
     finally:
-        for t in tables[:3]:
+        for t in tables[:local]:
             await t.close()
         for store in stores:
             await store.close()

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "HeldVectors",
     "Mark",
     "MemoryVectorTable",
     "VectorEntry",
@@ -183,19 +184,11 @@ def scan(
     return rescore([(keys[i], nodes[i], matrix[i].tobytes()) for i in chosen], query, k=k)
 
 
-@dataclass
-class _Part:
-    mark: Mark
-    rows: dict[str, VectorEntry] = field(default_factory=dict)
-    matrix: Any = None  # numpy array of rows in ``order``, built on the first search
-    order: list[str] = field(default_factory=list)
-
-
 class MemoryVectorTable(VectorTable):
-    """The table in this process: dicts and an exact numpy scan."""
+    """The table in this process: ``HeldVectors`` per part, an exact numpy scan."""
 
     def __init__(self) -> None:
-        self._parts: dict[tuple[str, str, str], _Part] = {}
+        self._parts: dict[tuple[str, str, str], HeldVectors] = {}
 
     async def mark(self, namespace: str, scope: str, space: str) -> Mark | None:
         part = self._parts.get((namespace, scope, space))
@@ -214,12 +207,9 @@ class MemoryVectorTable(VectorTable):
     ) -> None:
         key = (namespace, scope, space)
         part = self._parts.get(key)
-        rows = {} if part is None or replace else dict(part.rows)
-        for d in deletes:
-            rows.pop(d, None)
-        for e in upserts:
-            rows[e.key] = e
-        self._parts[key] = _Part(mark=mark, rows=rows)
+        if part is None or replace:
+            part = self._parts[key] = HeldVectors(mark, [])
+        part.apply(upserts, deletes, mark)
 
     async def search(
         self,
@@ -231,29 +221,102 @@ class MemoryVectorTable(VectorTable):
         k: int,
         where: Callable[[str], bool] | None = None,
     ) -> list[VectorHit]:
-        import numpy as np
-
         part = self._parts.get((namespace, scope, space))
-        if part is None or not part.rows:
+        if part is None or k < 1:
             return []
-        if part.matrix is None:
-            part.order = sorted(part.rows)
-            part.matrix = np.frombuffer(
-                b"".join(part.rows[r].vector for r in part.order), dtype="<f4"
-            ).reshape(len(part.order), -1)
-        nodes = [part.rows[r].node for r in part.order]
-        return scan(part.order, nodes, part.matrix, query, k=k, where=where)
+        return part.search(query, k=k, where=where)
 
     async def entries(self, namespace: str, scope: str, space: str) -> dict[str, VectorEntry]:
         part = self._parts.get((namespace, scope, space))
-        return {} if part is None else dict(part.rows)
+        return {} if part is None else part.entries()
 
     async def drop(self, namespace: str, scope: str | None = None) -> int:
         gone = [k for k in self._parts if k[0] == namespace and (scope is None or k[1] == scope)]
         n = 0
         for k in gone:
-            n += len(self._parts.pop(k).rows)
+            n += self._parts.pop(k).n
         return n
 
     async def indexed(self, namespace: str) -> list[tuple[str, str]]:
         return sorted((k[1], k[2]) for k in self._parts if k[0] == namespace)
+
+
+class HeldVectors:
+    """One part's vectors (a scope and space) held in this process at a mark, for the scan.
+
+    A write moves it in place (``apply``): an upserted key overwrites its row or takes a
+    new one at the end (the buffer grows by doubling), a deleted key's row takes the last
+    row's place, so a write costs what it changes, not a reload of the part. Row order is
+    not key order; ``scan`` does not need it (``rescore`` breaks ties by key)."""
+
+    __slots__ = ("_index", "_matrix", "keys", "mark", "n", "nodes")
+
+    def __init__(self, mark: Mark, rows: Sequence[tuple[str, str, bytes]]) -> None:
+        import numpy as np
+
+        self.mark = mark
+        rows = list({r[0]: r for r in rows}.values())  # one row per key, the last
+        self.keys: list[str] = [r[0] for r in rows]
+        self.nodes: list[str] = [r[1] for r in rows]
+        self._index: dict[str, int] = {k: i for i, k in enumerate(self.keys)}
+        self._matrix: Any = None
+        self.n = len(rows)
+        if rows:
+            self._matrix = (
+                np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4")
+                .reshape(len(rows), -1)
+                .copy()
+            )
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self._matrix is None else int(self._matrix.nbytes)
+
+    def apply(self, upserts: Sequence[VectorEntry], deletes: Sequence[str], mark: Mark) -> None:
+        import numpy as np
+
+        for d in deletes:
+            i = self._index.pop(d, None)
+            if i is None:
+                continue
+            last = self.n - 1
+            if i != last:
+                moved = self.keys[last]
+                self.keys[i], self.nodes[i] = moved, self.nodes[last]
+                self._matrix[i] = self._matrix[last]
+                self._index[moved] = i
+            self.keys.pop()
+            self.nodes.pop()
+            self.n = last
+        for e in upserts:
+            row = np.frombuffer(e.vector, dtype="<f4")
+            if self._matrix is None:
+                self._matrix = np.empty((max(16, len(upserts)), len(row)), dtype="<f4")
+            i = self._index.get(e.key)
+            if i is None:
+                if self.n == len(self._matrix):
+                    grown = np.empty((2 * len(self._matrix), self._matrix.shape[1]), dtype="<f4")
+                    grown[: self.n] = self._matrix[: self.n]
+                    self._matrix = grown
+                i = self.n
+                self.n += 1
+                self._index[e.key] = i
+                self.keys.append(e.key)
+                self.nodes.append(e.node)
+            else:
+                self.nodes[i] = e.node
+            self._matrix[i] = row
+        self.mark = mark
+
+    def search(
+        self, query: bytes, *, k: int, where: Callable[[str], bool] | None = None
+    ) -> list[VectorHit]:
+        if not self.n:
+            return []
+        return scan(self.keys, self.nodes, self._matrix[: self.n], query, k=k, where=where)
+
+    def entries(self) -> dict[str, VectorEntry]:
+        return {
+            k: VectorEntry(key=k, node=self.nodes[i], vector=self._matrix[i].tobytes())
+            for k, i in sorted(self._index.items())
+        }

@@ -176,7 +176,11 @@ def test_fork(db: str) -> None:
     j = js(cli("--store", db, "--json", "fork", "-t", "t1", "--node", goal, "--new-thread", "f"))
     assert j["created"] == "thread:f" and j["metadata"]["nodes"] == 1
     h = js(cli("--store", db, "--json", "history", "-t", "f"))
-    assert [n["id"] for n in h["nodes"]] == [goal]
+    # The goal, then the run index entry of the one run the fork holds (its own bookkeeping).
+    assert h["nodes"][0]["id"] == goal
+    assert [(n["kind"], n.get("resourceKey", "")[:5]) for n in h["nodes"][1:]] == [
+        ("resource", "task:")
+    ]
     r = cli("--store", db, "fork", "-t", "t1", "--node", goal)
     assert r.exit_code == 0 and "forked thread:t1-" in r.stdout
     missing = cli("--store", db, "fork", "-t", "t1", "--node", "cw_" + "0" * 24)

@@ -82,9 +82,8 @@ def test_demo_runs_in_a_fresh_directory_and_leaves_inspectable_state(tmp_path: P
         "thread:support-1-copy",
         "thread:jobs",
         "user:ada",
-        "app",  # the run index (tether.control.tasks)
-    }
-    assert state["verified"].ok and len(state["verified"].checks) == 6
+    }  # no app: each run's index entry lives in its own thread (tether.control.tasks)
+    assert state["verified"].ok and len(state["verified"].checks) == 5
     assert (tmp_path / "tether-demo-export.json").read_bytes() == state["exported"]
     assert state["user_memory"] == {"memory:name": "Ada", "preference:likes": "green tea"}
     (job,) = state["jobs"]

@@ -568,9 +568,9 @@ def import_cmd(
     data = sys.stdin.buffer if file == "-" else Path(file)
 
     async def go(store: Store) -> int:
+        # Exactly what the file holds: a thread's run index entries travel in its graph,
+        # so its runs are in `tether runs` at once (`tether runs --reindex` for others).
         state = await control.import_snapshot(store, s.namespace, scope, data, replace=replace)
-        if scope.startswith("thread:"):  # its runs are in `tether runs` at once
-            await control.tasks.index_thread(store, s.namespace, scope[7:])
         return len(state)
 
     nodes = run(s, go, create=True)

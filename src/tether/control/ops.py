@@ -543,9 +543,10 @@ async def import_(
         raise InvalidRequest("import needs a target: give thread, user or app", field="thread")
     if req.snapshot is None:
         raise InvalidRequest("import needs the snapshot to write", field="snapshot")
+    # Nothing is added to what was imported (export after import gives the same bytes):
+    # a thread's run index entries travel in its graph, so its runs are listed at once;
+    # a snapshot without them (written outside the runtime) is listed after reindex.
     state = await import_snapshot(store, req.namespace, scope, req.snapshot, replace=req.replace)
-    if scope.startswith("thread:"):
-        await tasks.index_thread(store, req.namespace, scope[7:])
     return StateOperationResult(
         operation="import",
         namespace=req.namespace,

@@ -19,11 +19,11 @@ neither system embeds them) and return the top 5:
 
 * tether: ``tether.projections.recall`` over one ``user:`` scope of a SQLite file
   (the memories written with ``remember`` in transactions of 1,000), its index
-  built by the first search (reported as ``index build``), twice: searched by
-  sqlite-vec in SQLite (the default where the extension loads) and by the numpy scan
-  (``TETHER_RECALL_SQLITE_VEC=0``, the fallback); ``after a write`` is the latency of a
-  search right after one more memory is written (20 times), which the numpy scan pays
-  by reloading the scope's vectors;
+  built by the first search (reported as ``index build``), twice: the default (the
+  scope's vectors held as a numpy matrix, loaded once, moved in place by writes) and
+  sqlite-vec in SQLite for every search (``TETHER_RECALL_HOLD_MB=0``: what a scope too
+  big to hold gets); ``after a write`` is the latency of a search right after one more
+  memory is written (20 times);
 * LangGraph: ``InMemoryStore(index={"dims": 256, "embed": ..., "fields": ["text"]})``,
   items put in batches of 1,000 (embedding at put time), ``store.search(ns, query=q,
   limit=5)``.
@@ -48,33 +48,111 @@ from pathlib import Path
 from typing import Any
 
 ATTRS: list[tuple[str, str, list[str]]] = [
-    ("{n} is allergic to {x}", "what food makes {n} ill?",
-     ["peanuts", "shellfish", "gluten", "strawberries", "eggs", "sesame", "soy", "milk"]),
-    ("{n} lives in {x}", "where is {n}'s home these days?",
-     ["Lisbon", "Oslo", "Nairobi", "Lima", "Osaka", "Krakow", "Denver", "Hanoi"]),
-    ("{n} works as a {x}", "what does {n} do for a living?",
-     ["nurse", "carpenter", "pilot", "accountant", "teacher", "chef", "lawyer", "plumber"]),
-    ("{n}'s favourite colour is {x}", "which color does {n} like best?",
-     ["blue", "green", "crimson", "yellow", "violet", "orange", "teal", "black"]),
-    ("{n} has a pet {x}", "which animal keeps {n} company at home?",
-     ["dog", "cat", "parrot", "rabbit", "hamster", "tortoise", "goldfish", "ferret"]),
-    ("{n} speaks {x} fluently", "which language can {n} talk in?",
-     ["Portuguese", "Japanese", "Swahili", "Polish", "Hindi", "Greek", "Korean", "Dutch"]),
-    ("{n} drives a {x}", "what vehicle does {n} get around in?",
-     ["pickup truck", "motorbike", "minivan", "convertible", "hatchback", "scooter",
-      "camper van", "sedan"]),
-    ("{n} plays {x} every weekend", "what sport does {n} practise?",
-     ["tennis", "football", "chess", "basketball", "golf", "volleyball", "rugby", "squash"]),
-    ("{n} is reading a book on {x}", "what subject has {n} been studying lately?",
-     ["astronomy", "medieval history", "economics", "botany", "philosophy", "chemistry",
-      "architecture", "poetry"]),
-    ("{n} is afraid of {x}", "what scares {n} the most?",
-     ["spiders", "heights", "thunderstorms", "deep water", "snakes", "crowds", "darkness",
-      "flying"]),
+    (
+        "{n} is allergic to {x}",
+        "what food makes {n} ill?",
+        ["peanuts", "shellfish", "gluten", "strawberries", "eggs", "sesame", "soy", "milk"],
+    ),
+    (
+        "{n} lives in {x}",
+        "where is {n}'s home these days?",
+        ["Lisbon", "Oslo", "Nairobi", "Lima", "Osaka", "Krakow", "Denver", "Hanoi"],
+    ),
+    (
+        "{n} works as a {x}",
+        "what does {n} do for a living?",
+        ["nurse", "carpenter", "pilot", "accountant", "teacher", "chef", "lawyer", "plumber"],
+    ),
+    (
+        "{n}'s favourite colour is {x}",
+        "which color does {n} like best?",
+        ["blue", "green", "crimson", "yellow", "violet", "orange", "teal", "black"],
+    ),
+    (
+        "{n} has a pet {x}",
+        "which animal keeps {n} company at home?",
+        ["dog", "cat", "parrot", "rabbit", "hamster", "tortoise", "goldfish", "ferret"],
+    ),
+    (
+        "{n} speaks {x} fluently",
+        "which language can {n} talk in?",
+        ["Portuguese", "Japanese", "Swahili", "Polish", "Hindi", "Greek", "Korean", "Dutch"],
+    ),
+    (
+        "{n} drives a {x}",
+        "what vehicle does {n} get around in?",
+        [
+            "pickup truck",
+            "motorbike",
+            "minivan",
+            "convertible",
+            "hatchback",
+            "scooter",
+            "camper van",
+            "sedan",
+        ],
+    ),
+    (
+        "{n} plays {x} every weekend",
+        "what sport does {n} practise?",
+        ["tennis", "football", "chess", "basketball", "golf", "volleyball", "rugby", "squash"],
+    ),
+    (
+        "{n} is reading a book on {x}",
+        "what subject has {n} been studying lately?",
+        [
+            "astronomy",
+            "medieval history",
+            "economics",
+            "botany",
+            "philosophy",
+            "chemistry",
+            "architecture",
+            "poetry",
+        ],
+    ),
+    (
+        "{n} is afraid of {x}",
+        "what scares {n} the most?",
+        [
+            "spiders",
+            "heights",
+            "thunderstorms",
+            "deep water",
+            "snakes",
+            "crowds",
+            "darkness",
+            "flying",
+        ],
+    ),
 ]
 
-_SYL = ["ka", "lo", "mi", "ren", "to", "sa", "vi", "dor", "el", "an", "ur", "is", "bel",
-        "ti", "mar", "no", "qua", "zen", "ho", "ly", "pe", "gor", "du", "fin"]
+_SYL = [
+    "ka",
+    "lo",
+    "mi",
+    "ren",
+    "to",
+    "sa",
+    "vi",
+    "dor",
+    "el",
+    "an",
+    "ur",
+    "is",
+    "bel",
+    "ti",
+    "mar",
+    "no",
+    "qua",
+    "zen",
+    "ho",
+    "ly",
+    "pe",
+    "gor",
+    "du",
+    "fin",
+]
 
 
 def _name(rng: random.Random) -> str:
@@ -116,7 +194,7 @@ def _summary(hits: list[bool], lat: list[float]) -> dict[str, Any]:
 
 
 async def run_tether(
-    memories: list[str], asked: list[tuple[str, int]], *, engine: str = "sqlite-vec"
+    memories: list[str], asked: list[tuple[str, int]], *, engine: str = "held scan"
 ) -> dict[str, Any]:
     import os
 
@@ -127,7 +205,7 @@ async def run_tether(
     from tether.store.txn import transact
 
     emb = WordLlamaEmbedder()
-    os.environ["TETHER_RECALL_SQLITE_VEC"] = "1" if engine == "sqlite-vec" else "0"
+    os.environ["TETHER_RECALL_HOLD_MB"] = "0" if engine == "sqlite-vec" else "512"
     with tempfile.TemporaryDirectory() as tmp:
         store = await open_store(f"sqlite:///{Path(tmp) / 'recall.db'}")
         scope = "user:bench"
@@ -156,9 +234,9 @@ async def run_tether(
             t0 = time.perf_counter()
             await recall(store, "default", scope, q, embedder=emb, k=5)
             after.append(time.perf_counter() - t0)
-        ran = getattr(vector_table(store), "engine", "?")
+        ran = getattr(vector_table(store), "searched_by", "?")
         await store.close()
-    os.environ.pop("TETHER_RECALL_SQLITE_VEC", None)
+    os.environ.pop("TETHER_RECALL_HOLD_MB", None)
     if ran != engine:
         raise SystemExit(f"asked for {engine}, ran {ran}")
     return {
@@ -234,9 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     for size in (int(s) for s in args.sizes.split(",")):
         memories, asked = dataset(size, args.questions)
         by = {
-            "tether (SQLite, sqlite-vec)": asyncio.run(run_tether(memories, asked)),
-            "tether (SQLite, numpy scan)": asyncio.run(
-                run_tether(memories, asked, engine="scan")
+            "tether (SQLite, default: held scan)": asyncio.run(run_tether(memories, asked)),
+            "tether (SQLite, sqlite-vec every search)": asyncio.run(
+                run_tether(memories, asked, engine="sqlite-vec")
             ),
             "LangGraph InMemoryStore": run_langgraph(memories, asked),
         }

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ..core import scopes
 from ..core.errors import StoreError
@@ -28,6 +28,7 @@ from ..store.base import (
     check_name,
 )
 from ..store.keys import KeyStore
+from ..store.vectors import VectorTable
 from ._codec import CipherCodec
 from ._envelope import key_id_of
 from ._keyring import ErasureReport, KeyNotLoaded, Keyring, OnErased, RotationReport
@@ -37,6 +38,8 @@ from .errors import CipherError
 T = TypeVar("T")
 
 OLD_ENV_VAR = "TETHER_MASTER_KEY_OLD"
+RECALL_ENV_VAR = "TETHER_RECALL_INDEX"
+RecallIndex = Literal["process", "encrypted"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -46,11 +49,16 @@ class Cipher:
     ``cache_ttl``: seconds an unwrapped key is trusted before the key table is read
     again (0: every operation, so erasures by other processes apply at once).
     ``on_erased``: ``"raise"`` (``KeyErased``) or ``"placeholder"`` (``{"$erased": true}``).
+    ``recall_index``: where the recall index lives (docs/encryption.md says what each
+    reveals): ``"process"`` (the default) out of the store, rebuilt by each process;
+    ``"encrypted"`` in the backend's table, every vector sealed under its scope's
+    data key (``tether.crypto._vectors``).
     """
 
     masters: tuple[MasterKeyProvider, ...]
     cache_ttl: float = 0.0
     on_erased: OnErased = "raise"
+    recall_index: RecallIndex = "process"
 
     @classmethod
     def of(cls, value: Cipher | MasterKeyProvider | Sequence[MasterKeyProvider]) -> Cipher:
@@ -73,8 +81,9 @@ def cipher_from_env(environ: Mapping[str, str] | None = None) -> Cipher | None:
 
     ``TETHER_MASTER_KEY`` (base64) or ``TETHER_MASTER_KEY_FILE`` (a path) is the
     primary; ``TETHER_MASTER_KEY_OLD`` / ``TETHER_MASTER_KEY_OLD_FILE``, if set, is
-    the previous key, still accepted for reading during a rotation. For the CLI and
-    the HTTP server, which take their configuration from the environment.
+    the previous key, still accepted for reading during a rotation.
+    ``TETHER_RECALL_INDEX`` (``process`` or ``encrypted``) is ``Cipher.recall_index``.
+    For the CLI and the HTTP server, which take their configuration from the environment.
     """
     env = os.environ if environ is None else environ
     masters: list[MasterKeyProvider] = []
@@ -85,13 +94,23 @@ def cipher_from_env(environ: Mapping[str, str] | None = None) -> Cipher | None:
             masters.append(MasterKey.from_file(env[var + "_FILE"].strip()))
         elif var == ENV_VAR:
             return None
-    return Cipher(masters=tuple(masters))
+    recall_index = env.get(RECALL_ENV_VAR, "").strip() or "process"
+    if recall_index not in ("process", "encrypted"):
+        raise CipherError(
+            f"{RECALL_ENV_VAR} is 'process' or 'encrypted', got {recall_index!r}",
+            code="invalid_request",
+        )
+    return Cipher(masters=tuple(masters), recall_index=recall_index)  # type: ignore[arg-type]
 
 
 class EncryptedStore(Store):
     """A backend whose payloads are encrypted; the ``Store`` contract is unchanged."""
 
-    def __init__(self, inner: Store, keyring: Keyring) -> None:
+    def __init__(
+        self, inner: Store, keyring: Keyring, *, recall_index: RecallIndex = "process"
+    ) -> None:
+        self.recall_index = recall_index
+        self._vectors: VectorTable | None = None
         codec = CipherCodec(keyring, inner.codec)
         super().__init__(codec=codec)
         inner.codec = codec
@@ -134,6 +153,20 @@ class EncryptedStore(Store):
 
     async def holds_keys(self) -> bool:
         return await self.inner.holds_keys()
+
+    def vector_table(self) -> VectorTable | None:
+        """With ``recall_index="encrypted"``, the backend's table with every vector sealed
+        (``EncryptedVectorTable``); else None: the index stays out of the store."""
+        if self.recall_index != "encrypted":
+            return None
+        if self._vectors is None:
+            inner = self.inner.vector_table()
+            if inner is None:  # a backend without a table (memory): in the process
+                return None
+            from ._vectors import EncryptedVectorTable
+
+            self._vectors = EncryptedVectorTable(inner, self.keyring)
+        return self._vectors
 
     # -- the Store contract -------------------------------------------------------------
 
@@ -334,6 +367,11 @@ async def encrypt_store(
     if isinstance(store, EncryptedStore) or isinstance(store.codec, CipherCodec):
         raise CipherError("this store is already encrypted", code="invalid_request")
     c = Cipher.of(cipher)
+    if c.recall_index not in ("process", "encrypted"):
+        raise CipherError(
+            f"recall_index is 'process' or 'encrypted', got {c.recall_index!r}",
+            code="invalid_request",
+        )
     ks = keystore or await store.keystore()
     if ks is None:
         raise CipherError(
@@ -349,7 +387,7 @@ async def encrypt_store(
         if keystore is None:
             await ks.close()
         raise
-    return EncryptedStore(store, ring)
+    return EncryptedStore(store, ring, recall_index=c.recall_index)
 
 
 async def _secure(store: Store, cipher: Any) -> Store:

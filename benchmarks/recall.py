@@ -305,12 +305,24 @@ def table(results: dict[str, Any]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="1000,10000,100000")
-    ap.add_argument("--questions", type=int, default=300)
+    ap.add_argument(
+        "--questions",
+        default="300",
+        help="questions per size: one number, or one per size (300,300,100)",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    results: dict[str, Any] = {"questions": args.questions, "sizes": {}}
-    for size in (int(s) for s in args.sizes.split(",")):
-        memories, asked = dataset(size, args.questions)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    counts = [int(q) for q in args.questions.split(",")]
+    counts += [counts[-1]] * (len(sizes) - len(counts))
+    results: dict[str, Any] = {
+        "questions": counts[0]
+        if len(set(counts)) == 1
+        else dict(zip(args.sizes.split(","), counts, strict=True)),
+        "sizes": {},
+    }
+    for size, questions in zip(sizes, counts, strict=True):
+        memories, asked = dataset(size, questions)
         by = {
             "tether (SQLite, default: held scan)": asyncio.run(run_tether(memories, asked)),
             "tether (SQLite, sqlite-vec every search)": asyncio.run(

@@ -277,23 +277,28 @@ class SQLiteVectorTable(VectorTable):
         mark = await self.mark(namespace, scope, space)
         if mark is None:
             return []
-        held = self._held.get(key)
-        if held is None or held.mark != mark:
+        cached = self._held.get(key)
+        held: HeldVectors | str
+        if cached is not None and cached.mark == mark:
+            held = cached
+        else:
             self._held.pop(key, None)
             held = await self._hold(key)
-        if held is None:  # too big to hold: sqlite-vec scans it in SQLite
+        if held == "gone":  # dropped since the mark was read
+            return []
+        if not isinstance(held, HeldVectors):  # too big to hold: sqlite-vec scans it in SQLite
             self.searched_by = "sqlite-vec"
             return await self._run(lambda c: self._vec_search(c, key, query, k, where))
         self._held.move_to_end(key)
         self.searched_by = "held scan"
         return held.search(query, k=k, where=where)
 
-    async def _hold(self, part: tuple[str, str, str]) -> HeldVectors | None:
+    async def _hold(self, part: tuple[str, str, str]) -> HeldVectors | str:
         """Load the part's vectors and mark (one read transaction) to hold, evicting the
-        least recently searched parts beyond ``hold_bytes``; None (nothing loaded) when
-        sqlite-vec is there and the part alone is bigger than that."""
+        least recently searched parts beyond ``hold_bytes``; "big" (nothing loaded) when
+        sqlite-vec is there and the part alone is bigger than that, "gone" without a mark."""
 
-        def read(c: sqlite3.Connection) -> HeldVectors | None:
+        def read(c: sqlite3.Connection) -> HeldVectors | str:
             c.execute("BEGIN")
             try:
                 if self.engine == "sqlite-vec":
@@ -303,7 +308,7 @@ class SQLiteVectorTable(VectorTable):
                         part,
                     ).fetchone()[0]
                     if size > self.hold_bytes:
-                        return None
+                        return "big"
                 m = c.execute(
                     "SELECT generation, sequence FROM tether_recall_marks"
                     " WHERE ns = ? AND scope = ? AND space = ?",
@@ -320,12 +325,12 @@ class SQLiteVectorTable(VectorTable):
             finally:
                 c.execute("COMMIT")
             if m is None:
-                return None
+                return "gone"
             return HeldVectors(Mark(generation=m[0], sequence=m[1]), rows)
 
         held = await self._run(read)
-        if held is None:
-            return None
+        if not isinstance(held, HeldVectors):
+            return held
         self._held[part] = held
         total = sum(h.nbytes for h in self._held.values())
         while total > self.hold_bytes and len(self._held) > 1:

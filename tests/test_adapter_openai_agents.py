@@ -268,6 +268,29 @@ async def test_items_are_conversation_nodes() -> None:
     assert result["content"] == "rain" and inference["content"] == "It rains."
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "{not json",  # a model's broken JSON
+        '{"amount": 1, "amount": 1000000}',  # two parsers, two amounts
+        '{"n": 18446744073709551617}',  # an integer no double holds
+        '["a", "list"]',  # JSON, but not an object
+    ],
+)
+async def test_function_call_arguments_that_are_not_one_exact_object_are_kept_as_text(
+    raw: str,
+) -> None:
+    """The graph's tool_call shows the model's text as it was, never an invented ``{}``
+    nor one of two readings; the item itself comes back exactly."""
+    store = MemoryStore()
+    s = TetherSession("args", store)
+    item = {"type": "function_call", "call_id": "c1", "name": "pay", "arguments": raw}
+    await s.add_items([user("pay"), item])
+    (call,) = [n for n in await store.nodes("default", "thread:args") if n.kind == "tool_call"]
+    assert call.payload["arguments"] == raw
+    assert (await s.get_items())[-1] == item
+
+
 async def test_persists_on_sqlite(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     store = await open_store(url)

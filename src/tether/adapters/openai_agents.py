@@ -38,7 +38,6 @@ SQLite's ``LIMIT -1``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Final, TypeVar
 
@@ -48,7 +47,7 @@ from agents.memory.session_settings import (
     resolve_session_limit,
 )
 
-from ..core import scopes
+from ..core import scopes, strict_json
 from ..core.errors import InvalidNode, InvalidRequest, TetherError
 from ..store import Store, open_store
 from ..store.txn import Transaction, transact
@@ -105,12 +104,16 @@ def _text(content: Any) -> str:
 
 
 def _arguments(raw: Any) -> Any:
+    """A function call's arguments for the graph's ``tool_call`` node: the object the
+    model's JSON text holds, read by tether's one JSON policy; text that is not exactly
+    one JSON object (invalid, a duplicate key, an integer beyond 2**53-1...) is kept as
+    the text itself, never replaced by ``{}`` (the item is stored whole either way)."""
     if isinstance(raw, str):
         try:
-            parsed = json.loads(raw)
-        except ValueError:
-            return {}
-        return parsed if isinstance(parsed, dict) else {}
+            parsed = strict_json.loads(raw, max_depth=64)
+        except ValueError:  # CanonicalError included: its codes are ValueErrors
+            return raw
+        return parsed if isinstance(parsed, dict) else raw
     return raw if isinstance(raw, dict) else {}
 
 

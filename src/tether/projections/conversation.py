@@ -24,7 +24,7 @@ from typing import Any
 from ..core import scopes
 from ..core.errors import InvalidRequest
 from ..core.messages import Message, Model
-from ..store.base import Store
+from ..store.base import Head, Store
 from .policies import (
     Buffer,
     Policy,
@@ -71,6 +71,9 @@ class ConversationView:
     summary_node: str | None = None
     sequence: int = 0  # the thread's last sequence when the view was read
     units: tuple[Unit, ...] = field(default=(), repr=False)
+    # The thread's head the view was read at (after any summary this read committed):
+    # a caller may start a transaction from it (Transaction.seed), its commit checks it.
+    head: Head | None = field(default=None, repr=False, compare=False)
 
 
 async def _load(
@@ -150,6 +153,7 @@ async def _load(
         summary_node=summary_node.id if summary_node is not None and summary else None,
         sequence=head.sequence,
         units=tuple(units),
+        head=head,
     )
 
 

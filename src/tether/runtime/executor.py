@@ -49,10 +49,10 @@ from typing import Any, Final
 
 import orjson
 
-from ..control.tasks import run_entry, stage_entry
+from ..control.tasks import entry_key, run_entry, stage_entry
 from ..core import scopes
 from ..core.errors import Conflict, InvalidNode, NotFound, TetherError
-from ..core.graph import CausalNode, advance_frontier
+from ..core.graph import CausalNode
 from ..core.messages import Model, ModelRequest, ModelResponse
 from ..core.vocab import Vocabulary
 from ..crypto import bind_thread, erased_placeholders
@@ -197,8 +197,8 @@ class Executor(ToolCalls):
                 self.spec.start if isinstance(self.spec.node(self.spec.start), LLMNode) else None
             )
             txn = Transaction(self.store, self.namespace, vocabulary=self.vocabulary)
-            if _moved(await txn.head(scope), head):
-                continue
+            # From the head just read: the commit checks it (a moved thread: Conflict, retry).
+            txn.seed(scope, head)
             goal = await txn.append(
                 scope,
                 "goal",
@@ -217,16 +217,9 @@ class Executor(ToolCalls):
             except Conflict:
                 await asyncio.sleep(random.uniform(0, 0.002))
                 continue
-            mine = written.get(scope, [])
-            frontier = list(head.frontier)
-            for n in mine:
-                frontier = advance_frontier(frontier, n)
-            after = Head(
-                generation=head.generation,
-                sequence=head.sequence + len(mine),
-                frontier=tuple(frontier),
-            )
-            return await self._drive(self._ctx(thread, scope, after, RunView(goal=goal), context))
+            rc = self._ctx(thread, scope, head, RunView(goal=goal), context)
+            self._committed(rc, txn, head, written)
+            return await self._drive(rc)
         raise Conflict(f"could not start a run on thread {thread!r}: it kept moving; retry")
 
     @_observe.invoke_agent("resume")
@@ -323,6 +316,7 @@ class Executor(ToolCalls):
             view=view,
             generation=head.generation,
             seq=head.sequence,
+            head=head,  # just read (or, for a new run, replaced by its goal's commit)
         )
 
     async def _scan(
@@ -403,6 +397,11 @@ class Executor(ToolCalls):
         async with rc.lock:
             for attempt in range(_ATTEMPTS):
                 txn = Transaction(self.store, self.namespace, vocabulary=self.vocabulary)
+                # The first attempt starts from the head the run knows (just read, or left
+                # by its own last commit); the commit checks it. A retry reads afresh.
+                known, rc.head = rc.head, None
+                if known is not None:
+                    txn.seed(rc.scope, known)
                 head = await txn.head(rc.scope)
                 await self._sync(rc, head)
                 if expect is not None and len(rc.view.nodes) != expect:
@@ -422,12 +421,39 @@ class Executor(ToolCalls):
                 except Conflict:
                     await asyncio.sleep(random.uniform(0, 0.001 * 2 ** min(attempt, 7)))
                     continue
-                mine = written.get(rc.scope, [])
-                for n in mine:
-                    rc.view.add(n)
-                rc.seq = head.sequence + len(mine)
+                self._committed(rc, txn, head, written)
                 return True
         raise Conflict(f"thread {rc.thread!r} kept moving; the step was not written, retry")
+
+    def _committed(
+        self, rc: RunContext, txn: Transaction, head: Head, written: dict[str, list[CausalNode]]
+    ) -> None:
+        """Bring ``rc`` to the head ``txn``'s commit left, computed against ``head`` (the
+        head ``rc.view`` was synced to): the next transaction may start from it."""
+        mine = written.get(rc.scope, [])
+        for n in mine:
+            rc.view.add(n)
+        after = txn.committed_head(rc.scope)
+        base = txn.base(rc.scope)
+        if after is None or base is None or _moved(base, head):
+            # Nothing written to the thread (its head was not checked), or a replay of
+            # the commit (DuplicateNodes) read a newer head than the view's: read again,
+            # and rescan the run when the view may lack nodes.
+            rc.head, rc.entry = None, None
+            if after is not None:
+                rc.generation = -1
+            else:
+                rc.seq = head.sequence
+            return
+        rc.generation, rc.seq, rc.head = after.generation, after.sequence, after
+        key = entry_key(rc.run_id)
+        entries = [n.id for n in mine if n.resource_key == key]
+        if entries:
+            rc.entry = (after.generation, after.sequence, entries[-1])
+        elif rc.entry is not None and rc.entry[:2] == (base.generation, base.sequence):
+            rc.entry = (after.generation, after.sequence, rc.entry[2])
+        else:
+            rc.entry = None
 
     async def _index(self, txn: Transaction, rc: RunContext) -> None:
         """Add the run's index entry to ``txn`` when its nodes change the run's status."""
@@ -440,6 +466,13 @@ class Executor(ToolCalls):
             return
         after = RunView.derive(rc.view.goal, [*rc.view.nodes, *new])
         if run_entry(after) != run_entry(rc.view):
+            if rc.entry is not None:
+                # The entry as this run's last commit left it, if the transaction is
+                # computed against that very head (else ignored, and read).
+                g, s, nid = rc.entry
+                txn.hint_resource(
+                    rc.scope, entry_key(rc.run_id), nid, at=Head(generation=g, sequence=s)
+                )
             await stage_entry(txn, rc.thread, after)
 
     # -- driving -------------------------------------------------------------------
@@ -447,7 +480,13 @@ class Executor(ToolCalls):
     async def _drive(self, rc: RunContext) -> StepResult:
         """Run until the run completes, fails or waits for an approval."""
         while True:
-            await self._sync(rc, await self.store.head(self.namespace, rc.scope))
+            # Right after a commit of this run (or a read) the thread's head is known: the
+            # state it shows is one a read could have returned, and every step's commit
+            # re-checks the head it is computed against.
+            if rc.head is None:
+                rc.head = await self.store.head(self.namespace, rc.scope)
+            known = rc.head
+            await self._sync(rc, known)
             basis = len(rc.view.nodes)
             action = next_action(
                 rc.view, max_steps=self.max_steps, max_tool_rounds=self.max_tool_rounds
@@ -476,6 +515,8 @@ class Executor(ToolCalls):
                 # cannot be written fails the _fail commit too, and that propagates.
                 log.exception("run %s: unexpected %s", rc.run_id, type(e).__name__)
                 await self._fail(rc, UNEXPECTED, f"{type(e).__name__}: {e}", basis)
+            if rc.head is known:
+                rc.head = None  # nothing learnt since: the next round reads the head
 
     def _result(self, rc: RunContext) -> StepResult:
         return rc.view.result(rc.thread)
@@ -763,9 +804,13 @@ class Executor(ToolCalls):
         messages += _remembered(rc, node, view)
         # A summary policy may have committed a summary node: that moves the thread,
         # not the run. Anything new in the run means the plan is stale.
-        await self._sync(rc, await self.store.head(self.namespace, rc.scope))
+        # The view's own head (read after any summary it committed), not a new read; the
+        # inference's commit starts from it too.
+        head = view.head or await self.store.head(self.namespace, rc.scope)
+        await self._sync(rc, head)
         if len(rc.view.nodes) != basis:
             return
+        rc.head = head
         if input_text is not None:
             messages.append({"role": "user", "content": input_text})
         names = [*self.tools, *self.memory_tools] if node.tools is None else list(node.tools)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..projections import Variables
+from ..store.base import Head
 from .plan import RunView
 
 
@@ -24,6 +25,14 @@ class RunContext:
     view: RunView
     generation: int
     seq: int  # the thread head sequence the view reflects
+    # A head of the thread the view is at: one just read, or the one this run's own last
+    # commit left. The next transaction starts from it instead of reading the head again
+    # (Transaction.seed; its commit checks it, so a moved thread costs a Conflict and a
+    # retry from a fresh read). None: read it. Each transaction takes it once.
+    head: Head | None = None
+    # (generation, sequence, id): the run's index entry (``task:<run>``) was node ``id``
+    # at that head of the thread, as this run's own commit wrote or carried it.
+    entry: tuple[int, int, str] | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     variables: Variables | None = None  # one per call: call-scope variables live here
     # The outputs of this call's steps on call-scoped variables, by step record id: the

@@ -87,6 +87,51 @@ class Transaction:
             self._drafts[scope] = d
         return d
 
+    def seed(self, scope: str, head: Head) -> None:
+        """Compute ``scope`` against ``head`` instead of reading it.
+
+        ``head`` must be a head the scope really had: one the caller read, or one its own
+        commit left (``committed_head``). The commit checks its (generation, sequence)
+        like a head read here, so a head that has moved since costs a ``Conflict`` and
+        nothing is written. Only before the transaction touches ``scope``.
+        """
+        if scope in self._drafts:
+            raise StoreError(f"scope {scope!r} is already in this transaction: seed it first")
+        check_name("scope", scope)
+        self._drafts[scope] = _Draft(
+            head=head, frontier=list(head.frontier), known=set(head.frontier)
+        )
+
+    def hint_resource(self, scope: str, key: str, node: str | None, *, at: Head) -> None:
+        """``key``'s current node in ``scope`` was ``node`` (its id; None: none) at ``at``.
+
+        Saves the look-up of the previous version when ``key`` is appended. Used only if
+        this transaction computes ``scope`` against that same (generation, sequence), the
+        one its commit checks, so a hint for another head is ignored; appends of this
+        transaction to ``key`` stay newer than the hint.
+        """
+        d = self._drafts.get(scope)
+        if d is not None and (d.head.generation, d.head.sequence) == (at.generation, at.sequence):
+            d.heads.setdefault(key, node)
+
+    def base(self, scope: str) -> Head | None:
+        """The head ``scope`` is computed against (None: not touched yet); after a commit,
+        the one it checked."""
+        d = self._drafts.get(scope)
+        return None if d is None else d.head
+
+    def committed_head(self, scope: str) -> Head | None:
+        """After ``commit``: ``scope``'s head as the commit left it (None if the commit
+        wrote nothing to ``scope``, so its head was not checked)."""
+        d = self._drafts.get(scope)
+        if not self._done or d is None or not d.nodes:
+            return None
+        return Head(
+            generation=d.head.generation,
+            sequence=d.head.sequence + len(d.nodes),
+            frontier=tuple(d.frontier),
+        )
+
     async def head(self, scope: str) -> Head:
         """The head this transaction computes against (read once, then cached)."""
         return (await self._draft(scope)).head
@@ -177,10 +222,14 @@ class Transaction:
         if rk is not None:
             # Only the previous version's id is needed, so an erased one (its user's data
             # was erased, tether.crypto) is superseded instead of blocking every new write.
-            with erased_placeholders():
-                prev = await self.resource_head(op.scope, rk)
-            if prev is not None and prev.id not in ps:
-                ps.append(prev.id)
+            if rk in d.heads:  # pending, read before, or hinted at this head
+                prev_id = d.heads[rk]
+            else:
+                with erased_placeholders():
+                    prev = await self.resource_head(op.scope, rk)
+                prev_id = None if prev is None else prev.id
+            if prev_id is not None and prev_id not in ps:
+                ps.append(prev_id)
         node = make_node(
             op.kind,
             op.payload,

@@ -57,6 +57,11 @@ async def test_memory_across_two_processes(tmp_path: Path) -> None:
     ]
 
 
+def run_nodes(nodes: list[Any]) -> list[Any]:
+    """A thread's nodes less the run index's entries (``task:<run>`` resources)."""
+    return [n for n in nodes if not (n.resource_key or "").startswith("task:")]
+
+
 async def test_sigkill_during_slow_tool_then_resume(tmp_path: Path) -> None:
     db, log = tmp_path / "agent.db", tmp_path / "tools.log"
     env = {**os.environ, "RUNTIME_PROC_LOG": str(log), "RUNTIME_PROC_SLEEP": "60"}
@@ -74,8 +79,12 @@ async def test_sigkill_during_slow_tool_then_resume(tmp_path: Path) -> None:
     assert code == -signal.SIGKILL
 
     before = await all_nodes(db, "thread:t1")
-    assert [n.kind for n in before] == ["goal", "inference", "tool_call"]
-    call_node = before[-1]
+    # The run's own nodes, and its run index entry (written with the goal, "running").
+    assert [n.kind for n in run_nodes(before)] == ["goal", "inference", "tool_call"]
+    assert [n.resource_key for n in before if n not in run_nodes(before)] == [
+        f"task:{before[0].payload['run']}"
+    ]
+    call_node = run_nodes(before)[-1]
 
     resumed = run(db, log, "resume", "t1")
     assert resumed["status"] == "completed"
@@ -84,7 +93,11 @@ async def test_sigkill_during_slow_tool_then_resume(tmp_path: Path) -> None:
     after = await all_nodes(db, "thread:t1")
     # Every node committed before the kill is intact: same ids, payloads, sequences.
     assert [n.to_dict() for n in after[: len(before)]] == [n.to_dict() for n in before]
-    assert [n.kind for n in after[len(before) :]] == ["tool_result", "inference", "answer"]
+    assert [n.kind for n in run_nodes(after[len(before) :])] == [
+        "tool_result",
+        "inference",
+        "answer",
+    ]
     assert after[len(before)].parents == (call_node.id,)
     # The tool ran twice (killed, then re-issued) with the same idempotency key, the
     # tool_call node's id, from two different processes.
@@ -119,7 +132,11 @@ async def test_approval_across_three_processes(tmp_path: Path) -> None:
     [ran] = log_lines(log)
     assert ran["key"] == pending["node_id"] and ran["amount"] == 25
 
-    kinds = [n.kind for n in await all_nodes(db, "thread:t1")]
+    nodes = await all_nodes(db, "thread:t1")
+    # The run index entry follows each status change, in the commit that made it.
+    entries = [n.payload["status"] for n in nodes if n not in run_nodes(nodes)]
+    assert entries == ["running", "suspended", "running", "completed"]
+    kinds = [n.kind for n in run_nodes(nodes)]
     assert kinds == [
         "goal",
         "inference",

@@ -48,6 +48,8 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 
 from tether import InvalidRequest
 from tether.adapters._lg_codec import array_header, join_array, split_items
+from tether.adapters._lg_values import ValueCodec
+from tether.adapters._values import TreeBuilder
 from tether.adapters.langgraph import TetherSaver
 from tether.store import Store, open_store
 from tether.store.in_memory import MemoryStore
@@ -695,6 +697,74 @@ async def test_edits_anywhere_in_a_growing_list_are_stored() -> None:
         assert await _stored_messages(saver, cfg) == want
         assert await _stored_messages(cold, cfg) == want
     assert (await _stored_messages(cold, cfgs[0]))[5].content == "edited"
+
+
+@settings(max_examples=25, deadline=None)
+@given(growth=st.lists(st.integers(min_value=0, max_value=400), min_size=1, max_size=6))
+def test_a_grown_list_builds_the_same_tree_as_from_scratch(growth: list[int]) -> None:
+    """The tree of a list that extends the slot's previous one reuses that tree's
+    nodes, and is node for node the tree built from every element id; what it plans
+    as new, plus the previous tree, is every node it needs."""
+    codec, fresh = ValueCodec(), ValueCodec()
+    serde = TetherSaver(MemoryStore()).serde
+    slot = ("thread:t", "", "items")
+    items: list[Any] = []
+    before: set[str] = set()
+    for n in growth:
+        items = [*items, *(f"item {len(items) + i}" * 3 for i in range(n))]
+        ref, plan = codec.encode(serde, "agent", items, slot)
+        want_ref, want = fresh.encode(serde, "agent", items)  # no slot: built from scratch
+        elements = [p.id for p in want.all() if p.payload.get("lg") == "el"]
+        root, tree = TreeBuilder().build(elements, [p.payload["v"]["b"] for p in want.elements])
+        assert ref == want_ref and ref["l"] == root
+        assert [p.id for p in plan.all()] == [p.id for p in want.all()]
+        assert {p.id for p in tree} <= {p.id for p in plan.all()}
+        if plan.base is not None:
+            assert plan.base in before
+            assert {p.id for p in plan.all()} <= before | {p.id for p in plan.new}
+            assert set(plan.stored) <= before
+        before = {p.id for p in plan.all()}
+
+
+async def test_a_stale_list_cache_never_skips_a_node() -> None:
+    """Another saver (another process) resets the thread and writes it: this saver's
+    slot cache describes nodes that are gone, and its put still stores every node."""
+    store = MemoryStore()
+    mine, other = TetherSaver(store), TetherSaver(store)
+    msgs: list[Any] = [HumanMessage(f"m{i}", id=f"h{i}") for i in range(70)]
+    await _put_messages(mine, msgs, 0)
+    await other.adelete_thread("m")
+    await _put_messages(other, [HumanMessage("theirs", id="t0")], 1)
+    msgs.append(AIMessage("more", id="a-more"))
+    cfg = await _put_messages(mine, msgs, 2)
+    cold = TetherSaver(store)  # reads the nodes, not this saver's cached bytes
+    assert await _stored_messages(cold, cfg) == msgs
+    # an edit in place of an early element, then growth: stored as given
+    msgs[3].content = "edited"
+    msgs.append(AIMessage("last", id="a-last"))
+    cfg = await _put_messages(mine, msgs, 3)
+    assert await _stored_messages(TetherSaver(store), cfg) == msgs
+
+
+async def test_a_put_that_appends_builds_only_the_right_spine() -> None:
+    """Tree work per put follows the new elements: after 300 messages, a put of two
+    more builds one node per level (the last leaf and the spine), not every leaf."""
+    saver = TetherSaver(MemoryStore())
+    msgs: list[Any] = [HumanMessage(f"m{i}", id=f"h{i}") for i in range(300)]
+    await _put_messages(saver, msgs, 0)
+    built = 0
+    original = saver._values.trees._node
+
+    def counting(*a: Any, **kw: Any) -> Any:
+        nonlocal built
+        built += 1
+        return original(*a, **kw)
+
+    saver._values.trees._node = counting  # type: ignore[method-assign]
+    msgs += [HumanMessage("q", id="hq"), AIMessage("a", id="aq")]
+    cfg = await _put_messages(saver, msgs, 1)
+    assert built <= 3, built  # 302 elements: 10 leaves under one root, 2 levels
+    assert await _stored_messages(TetherSaver(saver.store), cfg) == msgs
 
 
 # -- readable in tether's views ----------------------------------------------------------

@@ -19,6 +19,8 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, Final
 
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
@@ -37,13 +39,46 @@ from ._lg_codec import (
     split_items,
     stored_form,
 )
-from ._values import LRU, ByteLRU, Planned, TreeBuilder, dedupe, is_json_scalar
+from ._values import FANOUT, LRU, ByteLRU, Planned, TreeBuilder, dedupe, is_json_scalar
 
 List = list  # ``ValueCodec.list`` shadows the builtin inside the class body
 
 _INLINE_STR: Final = 256  # strings up to this long sit in the checkpoint node itself
 
 Slot = tuple[str, str, str]  # (thread scope, checkpoint ns, channel)
+
+
+@dataclass(slots=True)
+class Plan:
+    """The nodes a reference needs, in two forms.
+
+    ``all()``: every node (elements, then the tree bottom-up), deduplicated. When
+    ``base`` is set (the root of the tree this slot's list had at its previous
+    encode) and the scope holds ``base``, the scope holds every node of that tree
+    (a seq node's parents are its children, and a node is stored only after its
+    parents), so only ``new`` can be missing, and ``stored`` (the other parents
+    of ``new``, all nodes of the base tree) are stored: the saver appends O(new
+    elements) nodes instead of checking every one. The caller decides which
+    form applies, from what it knows is stored at the transaction's generation.
+    """
+
+    elements: List[Planned] = field(default_factory=list)
+    levels: List[List[Planned]] = field(default_factory=list)
+    base: str | None = None
+    new: List[Planned] = field(default_factory=list)
+    stored: List[str] = field(default_factory=list)
+
+    def all(self) -> List[Planned]:
+        return dedupe(chain(self.elements, *self.levels))
+
+
+@dataclass(slots=True)
+class _Last:
+    """What the last encode of a list in a slot produced."""
+
+    whole: bytes  # the list as one msgpack array
+    elements: List[Planned]
+    levels: List[List[Planned]]  # the seq tree, leaves first; levels[-1] == [root]
 
 
 class ValueCodec:
@@ -63,7 +98,9 @@ class ValueCodec:
         # slot -> (the list last put there, its element nodes): a list whose bytes
         # start with that list's bytes shares its first elements (msgpack objects
         # are self-delimiting), so only the tail is cut.
-        self.last: LRU[Slot, tuple[bytes, List[Planned]]] = LRU(256)
+        # Its tree is kept too: the new list's tree shares every full chunk of the
+        # shared prefix at every level, so only the right spine is rebuilt.
+        self.last: LRU[Slot, _Last] = LRU(256)
 
     def planned_element(self, llm: str, value: Any, v: dict[str, Any]) -> Planned:
         kind, fields = message_fields(value, llm)
@@ -91,8 +128,9 @@ class ValueCodec:
 
     def list(
         self, serde: Serde, llm: str, value: List[Any], slot: Slot | None = None
-    ) -> tuple[List[Planned], bytes | None]:
-        """The element nodes of a list, and the list as one msgpack array when it is one.
+    ) -> tuple[List[Planned], bytes | None, _Last | None]:
+        """The element nodes of a list, the list as one msgpack array when it is one,
+        and the slot's previous list when this one extends it.
 
         Every element is serialized at every put, as LangGraph's own savers do: what
         is stored is what the serializer sees now, edits made in place included.
@@ -106,21 +144,22 @@ class ValueCodec:
         t, b = serde.dumps_typed(value)
         head = array_header(b) if t == "msgpack" else None
         if head is None or head[0] != len(value):
-            return [self.element(serde, llm, x) for x in value], None
+            return [self.element(serde, llm, x) for x in value], None, None
         out: List[Planned] = []
         pos = head[1]
         last = self.last.get(slot) if slot is not None else None
+        shared: _Last | None = None
         if last is not None:
-            prev, prev_planned = last
-            prev_head = array_header(prev)
+            prev_head = array_header(last.whole)
             if prev_head is not None and prev_head[0] <= len(value):
-                body = memoryview(prev)[prev_head[1] :]
+                body = memoryview(last.whole)[prev_head[1] :]
                 if b.startswith(body, pos):
-                    out = List(prev_planned)
+                    out = List(last.elements)
                     pos += len(body)
+                    shared = last
         parts = split_items(b, pos, len(value) - len(out))
         if parts is None:
-            return [self.element(serde, llm, x) for x in value], None
+            return [self.element(serde, llm, x) for x in value], None, None
         cache = self.parts
         for x, part in zip(value[len(out) :], parts, strict=True):
             planned = cache.get(part)
@@ -129,31 +168,69 @@ class ValueCodec:
                 planned = self.planned_element(llm, x, v)
                 cache.put(part, planned)
             out.append(planned)
-        if slot is not None:
-            self.last.put(slot, (b, out))
-        return out, b
+        return out, b, shared
+
+    def tree(self, elements: List[Planned], prev: _Last | None) -> tuple[List[List[Planned]], int]:
+        """The seq tree of ``elements`` (levels, leaves first: the nodes
+        ``TreeBuilder.build`` makes), and how many leading elements are ``prev``'s
+        (``prev``: the slot's previous list, whose elements are a prefix of these).
+
+        With ``prev``, every chunk that lies inside the shared prefix is ``prev``'s
+        node, at every level: only the chunks from the first changed one on are
+        built, so the work follows the new elements, not the list.
+        """
+        if not elements:
+            return [], 0
+        keep = len(prev.elements) if prev is not None else 0
+        prev_levels = prev.levels if prev is not None else []
+        levels: List[List[Planned]] = []
+        below: List[Planned] = elements
+        level = 0
+        while True:
+            old = prev_levels[level] if level < len(prev_levels) else []
+            full = min(keep // FANOUT, len(old))  # chunks wholly inside the kept prefix
+            nodes = old[:full]
+            for i in range(full * FANOUT, len(below), FANOUT):
+                chunk = below[i : i + FANOUT]
+                forms = [_form(p) for p in chunk] if level == 0 else None
+                nodes.append(self.trees._node(level, tuple(p.id for p in chunk), forms))
+            levels.append(nodes)
+            if len(nodes) == 1:
+                return levels, len(prev.elements) if prev is not None else 0
+            below, keep, level = nodes, full, level + 1
 
     def encode(
         self, serde: Serde, llm: str, value: Any, slot: Slot | None = None
-    ) -> tuple[dict[str, Any], List[Planned]]:
-        """(reference stored in the checkpoint or write, nodes the reference needs)."""
+    ) -> tuple[dict[str, Any], Plan]:
+        """(reference stored in the checkpoint or write, the nodes the reference needs)."""
         if type(value) is _DeltaSnapshot and type(value[0]) is list:
             # DeltaChannel's snapshot of a list: stored as the list (its tree shares
             # every element with the writes and the snapshots before it)
-            inner, planned = self.encode(serde, llm, value[0], slot)
-            return {"d": inner}, planned
+            inner, plan = self.encode(serde, llm, value[0], slot)
+            return {"d": inner}, plan
         if type(value) is list:
-            elements, whole = self.list(serde, llm, value, slot)
-            root, tree = self.trees.build([p.id for p in elements], [_form(p) for p in elements])
+            elements, whole, prev = self.list(serde, llm, value, slot)
+            levels, kept = self.tree(elements, prev)
+            root = levels[-1][0].id if levels else None
             if root is not None and whole is not None:
                 self.lists.put(root, whole)
-            return {"l": root, "n": len(elements)}, dedupe([*elements, *tree])
+            if slot is not None and whole is not None:
+                self.last.put(slot, _Last(whole, elements, levels))
+            plan = Plan(elements=elements, levels=levels)
+            if prev is not None and prev.levels and levels:
+                plan.base = prev.levels[-1][0].id
+                plan.new = _fresh(elements, levels, prev, kept)
+                ids = {p.id for p in plan.new}
+                plan.stored = sorted({q for p in plan.new for q in p.parents if q not in ids})
+            return {"l": root, "n": len(elements)}, plan
         if is_json_scalar(value) and (type(value) is not str or len(value) <= _INLINE_STR):
-            return {"j": value}, []
+            return {"j": value}, Plan()
         v, _ = content(serde, value)
         payload = {"lg": "val", "v": v}
         nid = node_id("resource", (), payload)
-        return {"b": nid}, [Planned(id=nid, kind="resource", payload=payload, parents=())]
+        return {"b": nid}, Plan(
+            elements=[Planned(id=nid, kind="resource", payload=payload, parents=())]
+        )
 
     async def resolve(
         self,
@@ -237,6 +314,22 @@ class ValueCodec:
                 value = load_list(r["l"]) if r.get("l") else []
             out.append(_DeltaSnapshot(value) if snap else value)
         return out
+
+
+def _fresh(
+    elements: List[Planned], levels: List[List[Planned]], prev: _Last, kept: int
+) -> List[Planned]:
+    """The nodes of a list's plan that are not nodes of ``prev``'s tree: the elements
+    after the kept prefix, and each level's nodes that are not ``prev``'s (a level
+    keeps a leading run of ``prev``'s nodes, ``tree``)."""
+    out = list(elements[kept:])
+    for level, nodes in enumerate(levels):
+        old = prev.levels[level] if level < len(prev.levels) else []
+        i = 0
+        while i < len(nodes) and i < len(old) and nodes[i] is old[i]:
+            i += 1
+        out.extend(nodes[i:])
+    return dedupe(out)
 
 
 def _form(p: Planned) -> str | None:

@@ -81,7 +81,7 @@ from ._lg_keys import (
     thread_scope,
     w_key,
 )
-from ._lg_values import ValueCodec
+from ._lg_values import Plan, ValueCodec
 from ._sync import LoopBridge
 from ._values import LRU, Planned, dedupe
 
@@ -313,7 +313,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
 
     def _encode(
         self, value: Any, slot: tuple[str, str, str] | None = None
-    ) -> tuple[dict[str, Any], builtins.list[Planned]]:
+    ) -> tuple[dict[str, Any], Plan]:
         """(reference stored in the checkpoint or write, nodes the reference needs)."""
         return self._values.encode(self.serde, self.llm, value, slot)
 
@@ -508,14 +508,38 @@ class TetherSaver(BaseCheckpointSaver[str]):
         return entry[1]
 
     async def _append_missing(
-        self, txn: Transaction, scope: str, planned: Sequence[Planned]
+        self,
+        txn: Transaction,
+        scope: str,
+        plans: Sequence[Plan],
+        stored: Sequence[str] = (),
     ) -> builtins.list[str]:
-        """Append the planned nodes the scope does not hold yet; return their ids."""
+        """Append the planned nodes the scope does not hold yet; return their ids.
+
+        ``stored``: ids the caller knows the scope holds at this transaction's
+        generation (parents it will name), passed on to the transaction.
+        """
         generation = (await txn.head(scope)).generation
         known = self._known_ids(scope, generation)
+        planned: builtins.list[Planned] = []
+        hints: builtins.list[str] = list(stored)
+        for plan in plans:
+            if plan.base is not None and plan.base in known:
+                # The slot's previous tree is stored at this generation: only its
+                # new nodes can be missing (``Plan``).
+                planned.extend(plan.new)
+                hints.append(plan.base)
+                hints.extend(plan.stored)
+            else:
+                planned.extend(plan.all())
         unique = dedupe(planned)
         todo = [p for p in unique if p.id not in known]
         if not todo:
+            # every node is stored: say so, which saves the parent checks of the
+            # nodes that name them
+            hints.extend(p.id for p in unique)
+            if hints:
+                await txn.hint(scope, stored=hints)
             return []
         found: Collection[str] = ()
         if len(todo) > _GUESS:
@@ -528,7 +552,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
         # another writer makes the commit replay with look-ups.
         await txn.hint(
             scope,
-            stored=[*(p.id for p in unique if p.id in known), *found],
+            stored=[*hints, *(p.id for p in unique if p.id in known), *found],
             absent=[p.id for p in todo if p.id not in found],
         )
         added: builtins.list[str] = []
@@ -568,7 +592,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
         versions = checkpoint.get("channel_versions", {})
         md = get_serializable_checkpoint_metadata(config, metadata)
         # CPU work first, outside the transaction: encode every changed channel.
-        changed: dict[str, tuple[dict[str, Any], builtins.list[Planned]] | None] = {
+        changed: dict[str, tuple[dict[str, Any], Plan] | None] = {
             k: (self._encode(values[k], (scope, ns, k)) if k in values else None)
             for k in new_versions
         }
@@ -592,19 +616,25 @@ class TetherSaver(BaseCheckpointSaver[str]):
             if parent is None and parent_id:
                 parent = await self._pointer(scope, e, parent_id)
             sources = [n for n in (parent, head) if n is not None]
+            if head is not None and parent is head:
+                sources = [head]
             refs: dict[str, Any] = {}
-            for k in need:
-                for src in sources:
-                    ref = src.payload["values"].get(k)
-                    if ref is not None and _version_of(self, src, k) == versions[k]:
-                        refs[k] = ref
-                        break
+            for src in sources:
+                have = src.payload["values"]
+                if not any(k not in refs and k in have for k in need):
+                    continue
+                seen = _versions_of(self, src)
+                for k in need:
+                    if k not in refs and k in have and seen.get(k) == versions[k]:
+                        refs[k] = have[k]
             return refs
 
         async def fn(txn: Transaction) -> tuple[int, builtins.list[str]]:
             generation = (await txn.head(scope)).generation
             refs = await carried(txn)
-            planned: builtins.list[Planned] = []
+            # A carried reference is a parent of a stored checkpoint node, so stored.
+            stored = [i for ref in refs.values() for i in ref_ids(ref)]
+            plans: builtins.list[Plan] = []
             for k in versions:
                 if k in refs or k in changed:
                     continue
@@ -613,8 +643,8 @@ class TetherSaver(BaseCheckpointSaver[str]):
             for k, enc in changed.items():
                 if enc is not None and k in versions:
                     refs[k] = enc[0]
-                    planned.extend(enc[1])
-            added = await self._append_missing(txn, scope, planned)
+                    plans.append(enc[1])
+            added = await self._append_missing(txn, scope, plans, stored)
             payload = {**base, "values": {k: refs[k] for k in sorted(refs)}}
             if await txn.resource_head(scope, id_key(e, checkpoint["id"])) is not None:
                 await self._mark_odd(txn, scope, e, checkpoint["id"])
@@ -682,11 +712,13 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 if ptr is None and encoded:
                     await self._mark_odd(txn, scope, e, cid)
             added: builtins.list[str] = []
-            for idx, channel, (ref, planned) in encoded:
+            # the anchor is a checkpoint node put (and committed) at this generation
+            anchored = [anchor] if anchor else []
+            for idx, channel, (ref, plan) in encoded:
                 if idx >= 0 and (task_id, idx) in have:
                     continue  # LangGraph: a regular write is stored once per (task, idx)
                 have.add((task_id, idx))
-                added += await self._append_missing(txn, scope, planned)
+                added += await self._append_missing(txn, scope, [plan], anchored)
                 parents = set(ref_ids(ref))
                 if anchor:
                     parents.add(anchor)
@@ -827,7 +859,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
             lg = p["lg"]
             if lg in _CONTENT_TYPES:
                 planned = Planned(id=n.id, kind=n.kind, payload=p, parents=n.parents)
-                added += await self._append_missing(txn, dst, [planned])
+                added += await self._append_missing(txn, dst, [Plan(elements=[planned])])
                 continue
             parents: set[str] = set()
             if lg == "cp":
@@ -865,9 +897,10 @@ def _loop_free(url: str) -> bool:
     return scheme == "memory" or (scheme == "sqlite" and "offload" not in url)
 
 
-def _version_of(saver: TetherSaver, node: CausalNode, channel: str) -> Any:
+def _versions_of(saver: TetherSaver, node: CausalNode) -> dict[str, Any]:
     header = unpack(saver.serde, node.payload["checkpoint"])
-    return header.get("channel_versions", {}).get(channel)
+    versions: dict[str, Any] = header.get("channel_versions", {})
+    return versions
 
 
 async def _one(item: str) -> AsyncIterator[str]:

@@ -44,6 +44,7 @@ from ..core.erased import erased_placeholders, is_erased
 from ..core.errors import Conflict, InvalidSnapshot, KeyErased, NotFound, StoreError
 from ..core.graph import DEFAULT_LIMITS, SNAPSHOT_VERSION, AgentState, CausalNode, Limits
 from ..core.snapshot_stream import SnapshotStream
+from ..core.telemetry import telemetry
 from ..core.validate import NodeChecker
 from ..core.vocab import Vocabulary
 from ..crypto import bind_thread, bound_user, encrypted
@@ -343,13 +344,27 @@ async def _write(
             )
         head = await store.reset_scope(namespace, scope)
     if count:
-        await store.commit_stream(
-            namespace,
-            scope,
-            expected_generation=head.generation,
-            batches=batches,
-            frontier=frontier,
-        )
+        # Not a Transaction, but a commit all the same: traced as one.
+        with _commit_span(namespace, scope, count):
+            await store.commit_stream(
+                namespace,
+                scope,
+                expected_generation=head.generation,
+                batches=batches,
+                frontier=frontier,
+            )
+
+
+@contextlib.contextmanager
+def _commit_span(namespace: str, scope: str, nodes: int) -> Iterator[None]:
+    """A ``tether.commit`` span (and the nodes metric) around a write of ``nodes`` new
+    nodes to ``scope`` that does not go through a Transaction (an import, a fork)."""
+    attrs: dict[str, Any] = {"tether.namespace": namespace, "tether.scopes": [scope]}
+    with telemetry.span("tether.commit", "internal", attrs) as span:
+        yield
+        telemetry.record("histogram", "tether.commit.nodes", nodes)
+        if span.is_recording():
+            span.set_attribute("tether.nodes", nodes)
 
 
 # --------------------------------------------------------------------------- verify
@@ -538,18 +553,19 @@ async def fork_thread(
     if owner is not None and target.startswith("thread:"):
         # The fork holds the user's data: it is erased with the user, like the source.
         await bind_thread(store, namespace, target[7:], owner)
-    await store.commit(
-        namespace,
-        [
-            ScopeWrite(
-                scope=target,
-                expected_generation=tgt_head.generation,
-                expected_sequence=0,
-                nodes=nodes,
-                frontier=(node_id,),
-            )
-        ],
-    )
+    with _commit_span(namespace, target, len(nodes)):
+        await store.commit(
+            namespace,
+            [
+                ScopeWrite(
+                    scope=target,
+                    expected_generation=tgt_head.generation,
+                    expected_sequence=0,
+                    nodes=nodes,
+                    frontier=(node_id,),
+                )
+            ],
+        )
     return list(nodes)
 
 

@@ -767,6 +767,46 @@ async def test_a_put_that_appends_builds_only_the_right_spine() -> None:
     assert await _stored_messages(TetherSaver(saver.store), cfg) == msgs
 
 
+async def test_a_thread_written_by_another_saver_between_puts_stays_exact() -> None:
+    """This saver starts each transaction from the head its own last commit left; another
+    saver (another process) writing the thread in between makes that commit conflict and
+    retry from fresh reads: the checkpoint chain, carried values and writes stay exact."""
+    store = MemoryStore()
+    mine, other = TetherSaver(store), TetherSaver(store)
+    cp1 = generate_checkpoint(
+        channel_values={"a": "a1", "b": "b1"}, channel_versions={"a": 1, "b": 1}
+    )
+    c1 = await mine.aput(generate_config("t"), cp1, generate_metadata(step=1), {"a": 1, "b": 1})
+    await mine.aput_writes(c1, [("a", "w-mine")], "task1")
+    cp2 = generate_checkpoint(
+        channel_values={"a": "a2", "b": "b1"}, channel_versions={"a": 2, "b": 1}
+    )
+    c2 = await other.aput(c1, cp2, generate_metadata(step=2), {"a": 2})
+    await other.aput_writes(c1, [("b", "w-other")], "task2")
+    cp3 = generate_checkpoint(
+        channel_values={"a": "a2", "b": "b3"}, channel_versions={"a": 2, "b": 3}
+    )
+    c3 = await mine.aput(c2, cp3, generate_metadata(step=3), {"b": 3})  # "a" is carried from cp2
+    await mine.aput_writes(c1, [("a", "w-late")], "task3")
+    cold = TetherSaver(store)
+    got = await cold.aget_tuple(c3)
+    assert got is not None and got.checkpoint["channel_values"] == {"a": "a2", "b": "b3"}
+    got1 = await cold.aget_tuple(c1)
+    assert got1 is not None
+    assert sorted(got1.pending_writes) == sorted(
+        [("task1", "a", "w-mine"), ("task2", "b", "w-other"), ("task3", "a", "w-late")]
+    )
+    versions = await store.versions(mine.namespace, "thread:t", "lgc:;cp", limit=10)
+    assert [v.payload["id"] for v in versions] == [cp1["id"], cp2["id"], cp3["id"]]
+    assert versions[0].id in versions[1].parents and versions[1].id in versions[2].parents
+    # and a reset by the other saver: this saver's next put starts over, exactly
+    await other.adelete_thread("t")
+    c4 = await mine.aput(generate_config("t"), cp1, generate_metadata(step=1), {"a": 1, "b": 1})
+    got = await TetherSaver(store).aget_tuple(c4)
+    assert got is not None and got.checkpoint["channel_values"] == {"a": "a1", "b": "b1"}
+    assert got.pending_writes == []
+
+
 # -- readable in tether's views ----------------------------------------------------------
 
 

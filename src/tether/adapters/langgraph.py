@@ -67,6 +67,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ..core.errors import InvalidRequest, StoreError
 from ..core.graph import CausalNode
 from ..store import Store, open_store
+from ..store.base import Head
 from ..store.txn import Transaction, transact
 from ._lg_codec import pack, ref_ids, unpack
 from ._lg_history import delta_history
@@ -92,6 +93,73 @@ _ALL: Final = 1_000_000  # "every version" for the few small per-checkpoint keys
 _GUESS: Final = 16  # up to this many unseen planned nodes are taken as new without a read
 _LG_TYPES: Final = frozenset({"el", "val", "seq", "cp", "id", "w", "del", "odd"})
 _CONTENT_TYPES: Final = frozenset({"el", "val", "seq"})
+_TIP_KEYS: Final = 64  # resource heads a tip remembers (the newest ones)
+
+
+class _Tip:
+    """A thread scope as this saver's own last commit left it: the head, and the
+    resource heads (and complete pending-write sets) it knew at that head."""
+
+    __slots__ = ("head", "nodes", "writes")
+
+    def __init__(
+        self,
+        head: Head,
+        nodes: dict[str, CausalNode | None],
+        writes: dict[str, frozenset[tuple[str, int]]],
+    ) -> None:
+        self.head, self.nodes, self.writes = head, nodes, writes
+
+
+class _Scope:
+    """One transaction attempt's view of a thread scope.
+
+    Seeded with the saver's tip, the transaction computes against the head this
+    saver's last commit left, and the resource heads known at that head need no
+    read. The commit checks that head's (generation, sequence): if anyone wrote
+    the scope since (another process, a reset), it raises ``Conflict`` and
+    nothing is written; ``transact`` retries unseeded, from fresh reads.
+    """
+
+    def __init__(self, txn: Transaction, scope: str, tip: _Tip | None) -> None:
+        self.txn, self.scope = txn, scope
+        self.start: Head | None = None  # the head the attempt computed against
+        self.nodes: dict[str, CausalNode | None] = {}
+        self.writes: dict[str, frozenset[tuple[str, int]]] = {}
+        if tip is not None:
+            txn.seed(scope, tip.head)
+            for k, n in tip.nodes.items():
+                txn.hint_resource(scope, k, None if n is None else n.id, at=tip.head)
+            self.nodes = dict(tip.nodes)
+            self.writes = dict(tip.writes)
+
+    async def head(self) -> Head:
+        self.start = await self.txn.head(self.scope)
+        return self.start
+
+    async def resource_head(self, key: str) -> CausalNode | None:
+        if key in self.nodes:
+            return self.nodes[key]
+        node = await self.txn.resource_head(self.scope, key)
+        self.nodes[key] = node
+        return node
+
+    def tip(self) -> _Tip | None:
+        """After the commit: the scope as it left it (None if it wrote nothing)."""
+        head = self.txn.committed_head(self.scope)
+        base = self.txn.base(self.scope)
+        if head is None or base is None or self.start is None:
+            return None
+        if (base.generation, base.sequence) != (self.start.generation, self.start.sequence):
+            return None  # a replay re-read a newer head: what was read here may be older
+        nodes = self.nodes
+        for n in self.txn.pending(self.scope):  # every key this commit appended to
+            if n.resource_key is not None:
+                nodes.pop(n.resource_key, None)
+                nodes[n.resource_key] = n
+        keep = builtins.list(nodes.items())[-_TIP_KEYS:]
+        writes = builtins.list(self.writes.items())[-_TIP_KEYS:]
+        return _Tip(head, dict(keep), dict(writes))
 
 
 # -- the saver -------------------------------------------------------------------
@@ -130,6 +198,8 @@ class TetherSaver(BaseCheckpointSaver[str]):
         # (the newest put of that id by this saver): put_writes anchors writes on it
         # without reading the id pointer.
         self._anchors: LRU[tuple[str, int, str, str], str] = LRU(4096)
+        # scope -> the scope as this saver's last commit there left it (``_Scope``)
+        self._tips: LRU[str, _Tip] = LRU(1024)
 
     # -- opening and closing ---------------------------------------------------
 
@@ -606,12 +676,12 @@ class TetherSaver(BaseCheckpointSaver[str]):
             "metadata": pack(self.serde, md),
         }
 
-        async def carried(txn: Transaction) -> dict[str, Any]:
+        async def carried(view: _Scope) -> dict[str, Any]:
             """Refs of unchanged channels, from the parent checkpoint (usually the head)."""
             need = [k for k in versions if k not in new_versions]
             if not need:
                 return {}
-            head = await txn.resource_head(scope, cp_key(e))
+            head = await view.resource_head(cp_key(e))
             parent = head if head is not None and head.payload["id"] == parent_id else None
             if parent is None and parent_id:
                 parent = await self._pointer(scope, e, parent_id)
@@ -629,9 +699,14 @@ class TetherSaver(BaseCheckpointSaver[str]):
                         refs[k] = have[k]
             return refs
 
+        views: builtins.list[_Scope] = []
+
         async def fn(txn: Transaction) -> tuple[int, builtins.list[str]]:
-            generation = (await txn.head(scope)).generation
-            refs = await carried(txn)
+            # the first attempt starts from this saver's own last commit, if any
+            view = _Scope(txn, scope, None if views else self._tips.get(scope))
+            views.append(view)
+            generation = (await view.head()).generation
+            refs = await carried(view)
             # A carried reference is a parent of a stored checkpoint node, so stored.
             stored = [i for ref in refs.values() for i in ref_ids(ref)]
             plans: builtins.list[Plan] = []
@@ -646,7 +721,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
                     plans.append(enc[1])
             added = await self._append_missing(txn, scope, plans, stored)
             payload = {**base, "values": {k: refs[k] for k in sorted(refs)}}
-            if await txn.resource_head(scope, id_key(e, checkpoint["id"])) is not None:
+            if await view.resource_head(id_key(e, checkpoint["id"])) is not None:
                 await self._mark_odd(txn, scope, e, checkpoint["id"])
             frontier = await txn.frontier(scope)
             parents = set(frontier)
@@ -665,6 +740,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
             return generation, [*added, node.id, ptr.id]
 
         generation, added = await transact(self.store, self.namespace, fn)
+        self._settle(scope, views[-1])
         self._remember(scope, generation, added)
         self._anchors.put((scope, generation, e, checkpoint["id"]), added[-2])
         return {
@@ -694,20 +770,29 @@ class TetherSaver(BaseCheckpointSaver[str]):
             for idx, (channel, value) in enumerate(writes)
         ]
 
+        views: builtins.list[_Scope] = []
+        wk = w_key(e, cid)
+
         async def fn(txn: Transaction) -> tuple[int, builtins.list[str]]:
-            generation = (await txn.head(scope)).generation
+            view = _Scope(txn, scope, None if views else self._tips.get(scope))
+            views.append(view)
+            generation = (await view.head()).generation
             # The key's head is read once (the appends below reuse it); the earlier
-            # writes only when there are some (the first put_writes of a step has none).
+            # writes only when there are some (the first put_writes of a step has none)
+            # and this saver's last commit did not leave them.
             have: set[tuple[str, int]] = set()
-            if encoded and await txn.resource_head(scope, w_key(e, cid)) is not None:
-                stored = await self.store.versions(self.namespace, scope, w_key(e, cid), limit=_ALL)
-                have = {(w.payload["task"], w.payload["idx"]) for w in stored}
+            if encoded and await view.resource_head(wk) is not None:
+                known = view.writes.get(wk)
+                if known is None:
+                    stored = await self.store.versions(self.namespace, scope, wk, limit=_ALL)
+                    known = frozenset((w.payload["task"], w.payload["idx"]) for w in stored)
+                have = set(known)
             # The checkpoint node this saver put for cid at this generation, if any (a
             # pointer is never removed but by a reset, which bumps the generation); else
             # the pointer's head says whether cid was put at all.
             anchor = self._anchors.get((scope, generation, e, cid))
             if anchor is None:
-                ptr = await txn.resource_head(scope, id_key(e, cid))
+                ptr = await view.resource_head(id_key(e, cid))
                 anchor = ptr.payload.get("cp") if ptr is not None else None
                 if ptr is None and encoded:
                     await self._mark_odd(txn, scope, e, cid)
@@ -737,13 +822,25 @@ class TetherSaver(BaseCheckpointSaver[str]):
                         "value": ref,
                     },
                     parents=sorted(parents),
-                    resource_key=w_key(e, cid),
+                    resource_key=wk,
                 )
                 added.append(node.id)
+            if encoded:
+                view.writes.pop(wk, None)
+                view.writes[wk] = frozenset(have)  # every (task, idx) of wk at the commit
             return generation, added
 
         generation, added = await transact(self.store, self.namespace, fn)
+        self._settle(scope, views[-1])
         self._remember(scope, generation, added)
+
+    def _settle(self, scope: str, view: _Scope) -> None:
+        """Keep the scope as the committed attempt left it, for the next transaction."""
+        tip = view.tip()
+        if tip is None:
+            self._tips.pop(scope)
+        else:
+            self._tips.put(scope, tip)
 
     # -- deleting, copying, pruning ----------------------------------------------------
 
@@ -752,11 +849,13 @@ class TetherSaver(BaseCheckpointSaver[str]):
         if (await self.store.head(self.namespace, scope)).sequence:
             await self.store.reset_scope(self.namespace, scope)
         self._known.pop(scope)
+        self._tips.pop(scope)
 
     async def _tombstone(self, scope: str, e: str, victims: Sequence[CausalNode]) -> None:
         if not victims:
             return
         self._anchors.clear()  # writes to a hidden checkpoint anchor as before (frontier)
+        self._tips.pop(scope)
         ids = {v.id for v in victims}
         cids = sorted({v.payload["id"] for v in victims})
 

@@ -565,7 +565,9 @@ async def test_writes_anchor_on_the_savers_own_put_and_stay_exact_after_a_reset(
 
     saver.store.resource_head = counting  # type: ignore[method-assign]
     await saver.aput_writes(cfg, [("ch", "w1")], "task")
-    assert reads == 1  # the writes key only: the anchor came from the put
+    # none: the anchor came from the put, and this saver wrote the thread from empty,
+    # so it knows the writes key has no version yet
+    assert reads == 0
     got = await saver.aget_tuple(cfg)
     assert got is not None and got.pending_writes == [("task", "ch", "w1")]
     nodes = await saver.store.nodes(saver.namespace, "thread:t", limit=100)
@@ -799,6 +801,11 @@ async def test_a_thread_written_by_another_saver_between_puts_stays_exact() -> N
     versions = await store.versions(mine.namespace, "thread:t", "lgc:;cp", limit=10)
     assert [v.payload["id"] for v in versions] == [cp1["id"], cp2["id"], cp3["id"]]
     assert versions[0].id in versions[1].parents and versions[1].id in versions[2].parents
+    # the other saver put cp2: this saver putting that id again finds its pointer
+    # (a key its own commits never wrote) and marks the id
+    await mine.aput(c1, cp2, generate_metadata(step=2), {"a": 2})
+    odd = await store.versions(mine.namespace, "thread:t", "lgc:;odd", limit=10)
+    assert [o.payload["id"] for o in odd] == [cp2["id"]]
     # and a reset by the other saver: this saver's next put starts over, exactly
     await other.adelete_thread("t")
     c4 = await mine.aput(generate_config("t"), cp1, generate_metadata(step=1), {"a": 1, "b": 1})

@@ -94,21 +94,29 @@ _GUESS: Final = 16  # up to this many unseen planned nodes are taken as new with
 _LG_TYPES: Final = frozenset({"el", "val", "seq", "cp", "id", "w", "del", "odd"})
 _CONTENT_TYPES: Final = frozenset({"el", "val", "seq"})
 _TIP_KEYS: Final = 64  # resource heads a tip remembers (the newest ones)
+_TIP_ALL: Final = 2048  # a tip lists its scope's every resource key up to this many
 
 
 class _Tip:
     """A thread scope as this saver's own last commit left it: the head, and the
-    resource heads (and complete pending-write sets) it knew at that head."""
+    resource heads (and complete pending-write sets) it knew at that head.
 
-    __slots__ = ("head", "nodes", "writes")
+    ``keys``: when this saver wrote every node of the scope since it was empty at
+    this generation, the hashes of every resource key with a version at ``head``
+    (a key whose hash is not there has none, which saves the read of a new
+    checkpoint's pointer and writes keys; a hash collision only costs a read).
+    """
+
+    __slots__ = ("head", "keys", "nodes", "writes")
 
     def __init__(
         self,
         head: Head,
         nodes: dict[str, CausalNode | None],
         writes: dict[str, frozenset[tuple[str, int]]],
+        keys: set[int] | None,
     ) -> None:
-        self.head, self.nodes, self.writes = head, nodes, writes
+        self.head, self.nodes, self.writes, self.keys = head, nodes, writes, keys
 
 
 class _Scope:
@@ -126,20 +134,29 @@ class _Scope:
         self.start: Head | None = None  # the head the attempt computed against
         self.nodes: dict[str, CausalNode | None] = {}
         self.writes: dict[str, frozenset[tuple[str, int]]] = {}
+        self.keys: set[int] | None = None  # every resource key at the start (``_Tip``)
         if tip is not None:
             txn.seed(scope, tip.head)
             for k, n in tip.nodes.items():
                 txn.hint_resource(scope, k, None if n is None else n.id, at=tip.head)
             self.nodes = dict(tip.nodes)
             self.writes = dict(tip.writes)
+            self.keys = tip.keys
 
     async def head(self) -> Head:
         self.start = await self.txn.head(self.scope)
+        if self.keys is None and self.start.sequence == 0:
+            self.keys = set()  # an empty scope (new, or just reset) has no keys
         return self.start
 
     async def resource_head(self, key: str) -> CausalNode | None:
         if key in self.nodes:
             return self.nodes[key]
+        if self.keys is not None and self.start is not None and hash(key) not in self.keys:
+            # no version at the head this attempt computes against
+            self.txn.hint_resource(self.scope, key, None, at=self.start)
+            self.nodes[key] = None
+            return None
         node = await self.txn.resource_head(self.scope, key)
         self.nodes[key] = node
         return node
@@ -152,14 +169,18 @@ class _Scope:
             return None
         if (base.generation, base.sequence) != (self.start.generation, self.start.sequence):
             return None  # a replay re-read a newer head: what was read here may be older
-        nodes = self.nodes
+        nodes, keys = self.nodes, self.keys
         for n in self.txn.pending(self.scope):  # every key this commit appended to
             if n.resource_key is not None:
                 nodes.pop(n.resource_key, None)
                 nodes[n.resource_key] = n
+                if keys is not None:
+                    keys.add(hash(n.resource_key))
+        if keys is not None and len(keys) > _TIP_ALL:
+            keys = None
         keep = builtins.list(nodes.items())[-_TIP_KEYS:]
         writes = builtins.list(self.writes.items())[-_TIP_KEYS:]
-        return _Tip(head, dict(keep), dict(writes))
+        return _Tip(head, dict(keep), dict(writes), keys)
 
 
 # -- the saver -------------------------------------------------------------------
@@ -199,7 +220,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
         # without reading the id pointer.
         self._anchors: LRU[tuple[str, int, str, str], str] = LRU(4096)
         # scope -> the scope as this saver's last commit there left it (``_Scope``)
-        self._tips: LRU[str, _Tip] = LRU(1024)
+        self._tips: LRU[str, _Tip] = LRU(512)
 
     # -- opening and closing ---------------------------------------------------
 
@@ -925,6 +946,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
         src, dst = thread_scope(source), thread_scope(target)
         if src == dst:
             raise InvalidRequest("copy_thread needs two different threads", field="target")
+        self._tips.pop(dst)
         remap: dict[str, str] = {}  # source checkpoint node id -> target node id
         after = 0
         while True:

@@ -31,6 +31,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -102,6 +103,7 @@ def measure(url: str, workers: int, shared: bool, conc: int, seconds: float) -> 
     for p in procs:
         p.join()
     turns = sum(r["turns"] for r in results)
+    _drop(url, [f"scale-{run}"] if shared else [f"scale-{run}-{i}" for i in range(workers)])
     return {
         "workers": workers,
         "namespaces": "one" if shared else "separate",
@@ -194,22 +196,28 @@ async def _latency(url: str, namespace: str, threads: int, turns: int) -> dict[s
             errors += 1
             first_error = first_error or f"{type(e).__name__}: {e}"
         times.append(time.perf_counter() - t0)
+    # The turning process's memory, before the listing (which holds every entry it reads).
+    rss = _rss_kib()
     t0 = time.perf_counter()
     listed = await agent.runs(status="suspended")
     list_s = time.perf_counter() - t0
     await store.close()
     times.sort()
-    with open("/proc/self/status") as f:
-        rss = next(int(x.split()[1]) for x in f if x.startswith("VmRSS:"))
     return {
         "turn_p50_ms": round(times[len(times) // 2] * 1000, 2),
         "turn_p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))] * 1000, 2),
         "rss_mib": round(rss / 1024, 1),
+        "rss_after_list_mib": round(_rss_kib() / 1024, 1),
         "list_runs_s": round(list_s, 3),
         "listed_total": sum(listed.counts.values()),
         "errors": errors,
         "first_error": first_error,
     }
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(x.split()[1]) for x in f if x.startswith("VmRSS:"))
 
 
 def _latency_proc(args: tuple[Any, ...], out: Any) -> None:
@@ -225,7 +233,22 @@ def measure_populated(url: str, threads: int, turns: int) -> dict[str, Any]:
     p.start()
     r = q.get(timeout=3600)
     p.join()
+    _drop(url, [ns])
     return {"threads": threads, "populate_s": round(fill_s, 1), **r}
+
+
+def _drop(url: str, namespaces: list[str]) -> None:
+    """Delete what a measurement wrote (a server's database outlives the benchmark)."""
+
+    async def go() -> None:
+        import tether
+
+        store = await tether.open_store(url)
+        for ns in namespaces:
+            await store.delete_namespace(ns)
+        await store.close()
+
+    asyncio.run(go())
 
 
 def _median(xs: list[float]) -> float:
@@ -300,14 +323,16 @@ def main() -> None:
     if populated:
         print(
             "\n| backend | threads in store | turn p50 ms | turn p99 ms | RSS MiB"
-            " | list all runs s | populate s | errors |"
+            " | RSS after listing MiB | list all runs s | populate s | errors |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in populated:
             print(
                 f"| {r['backend']} | {r['threads']:,} | {r['turn_p50_ms']} | {r['turn_p99_ms']}"
-                f" | {r['rss_mib']} | {r['list_runs_s']} | {r['populate_s']} | {r['errors']} |"
+                f" | {r['rss_mib']} | {r['rss_after_list_mib']} | {r['list_runs_s']}"
+                f" | {r['populate_s']} | {r['errors']} |"
             )
+    shutil.rmtree(tmp, ignore_errors=True)
     a.json.parent.mkdir(parents=True, exist_ok=True)
     meta = {
         "command": " ".join(sys.argv),

@@ -245,3 +245,21 @@ def test_agent_turn_verdict_names_each_history_where_tether_is_behind() -> None:
     assert "behind the fastest peer at @10: 5.00 ms vs openai_agents 4.00 ms (1.25x)" in line
     assert "ahead at @100: 5.00 ms vs langgraph_react 7.00 ms" in line
     assert "langgraph_react 5 commits" in line
+
+
+def test_scale_runs_workers_and_a_populated_store_without_errors(tmp_path: Path) -> None:
+    """benchmarks/scale.py end to end, tiny (SQLite): both namespace layouts turn without
+    an error, and the populated store lists exactly its runs plus the timed ones."""
+    import subprocess
+
+    out = tmp_path / "scale.json"
+    argv = [sys.executable, str(BENCH / "scale.py"), "--workers", "1", "--seconds", "0.5"]
+    argv += ["--concurrency", "2", "--populate", "30", "--turns", "4", "--json", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(out.read_text())
+    assert {r["namespaces"] for r in got["rows"]} == {"one", "separate"}
+    assert all(r["turns_per_s"] > 0 and r["errors"] == 0 for r in got["rows"])
+    [pop] = got["populated"]
+    assert (pop["threads"], pop["errors"], pop["listed_total"]) == (30, 0, 30 + 4)
+    assert 0 < pop["rss_mib"] <= pop["rss_after_list_mib"] + 1

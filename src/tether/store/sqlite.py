@@ -688,14 +688,10 @@ class SQLiteStore(Store):
     ) -> list[tuple[int, str, Any]]:
         # nodes() less ids, parents, timestamps and resource keys: three columns read
         # and one decode per row (a session's full read is mostly this loop).
-        sid = self._sid(namespace, scope)
-        if sid is None or limit <= 0:
+        bounds = self._key_range(namespace, scope, after, before, limit)
+        if bounds is None:
             return []
-        base = sid << 32
-        lo = base | min(max(after, 0), _LOW)
-        hi = base | _LOW if before is None else base | min(max(before - 1, 0), _LOW)
-        if hi <= lo:
-            return []
+        lo, hi = bounds
         order = "DESC" if descending else "ASC"
         cur = self._c.execute(
             f"SELECT k & {_LOW}, kind, payload FROM tether_nodes WHERE k > ? AND k <= ?"
@@ -716,6 +712,19 @@ class SQLiteStore(Store):
         finally:
             cur.close()
 
+    def _key_range(
+        self, namespace: str, scope: str, after: int, before: int | None, limit: int
+    ) -> tuple[int, int] | None:
+        """The row keys (lo, hi] of ``scope``'s sequences after..before, or None: nothing
+        to read (an unknown scope, an empty range, a limit of 0)."""
+        sid = self._sid(namespace, scope)
+        if sid is None or limit <= 0:
+            return None
+        base = sid << 32
+        lo = base | min(max(after, 0), _LOW)
+        hi = base | _LOW if before is None else base | min(max(before - 1, 0), _LOW)
+        return (lo, hi) if hi > lo else None
+
     def _nodes(
         self,
         namespace: str,
@@ -725,14 +734,10 @@ class SQLiteStore(Store):
         limit: int,
         descending: bool,
     ) -> list[CausalNode]:
-        sid = self._sid(namespace, scope)
-        if sid is None or limit <= 0:
+        bounds = self._key_range(namespace, scope, after, before, limit)
+        if bounds is None:
             return []
-        base = sid << 32
-        lo = base | min(max(after, 0), _LOW)
-        hi = base | _LOW if before is None else base | min(max(before - 1, 0), _LOW)
-        if hi <= lo:
-            return []
+        lo, hi = bounds
         order = "DESC" if descending else "ASC"
         cur = self._c.execute(
             f"SELECT {_NODE_COLS} FROM tether_nodes WHERE k > ? AND k <= ? ORDER BY k {order} LIMIT ?",

@@ -165,6 +165,24 @@ def test_new_node_is_an_ordinary_causal_node() -> None:
     assert pickle.loads(pickle.dumps(fast)) == slow and copy.copy(fast) == slow
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.sequence = 8  # type: ignore[misc]
+    # Both builders new_node may pick give that same node, down to its memory layout.
+    from tether.core.graph import _relabelled, _set_slots
+
+    for build in (_relabelled, _set_slots):
+        n = build(*fields.values())
+        assert type(n) is CausalNode and n == slow and repr(n) == repr(slow)
+        assert n.__sizeof__() == slow.__sizeof__() and not hasattr(n, "__dict__")
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            n.payload = None  # type: ignore[misc]
+
+
+def test_created_at_texts_memo_is_created_at_text() -> None:
+    from tether.store._sql import CreatedAtTexts, created_at_text
+
+    texts = CreatedAtTexts()
+    for v in (0, 1796173053679, 1796173053679, 1796173053680, "2026-01-02T03:04:05Z", -1):
+        assert texts[v] == created_at_text(v)
+    assert len(texts) == 5
 
 
 def test_now_iso_is_javascript_to_iso_string() -> None:

@@ -83,12 +83,74 @@ class CausalNode:
         return d
 
 
+class _Unfrozen:
+    """``CausalNode``'s slot layout with a plain ``__init__``: ``new_node`` builds one
+    and relabels it a ``CausalNode`` (``__class__`` assignment, allowed between classes
+    of the same layout). A plain ``__init__`` stores the seven fields in half the time
+    of the frozen dataclass's slot setters, which is most of what a store spends per
+    node on a long read."""
+
+    __slots__ = ("created_at", "id", "kind", "parents", "payload", "resource_key", "sequence")
+
+    def __init__(
+        self,
+        id: str,
+        kind: str,
+        parents: tuple[str, ...],
+        payload: Any,
+        created_at: str,
+        sequence: int,
+        resource_key: str | None,
+    ) -> None:
+        self.id = id
+        self.kind = kind
+        self.parents = parents
+        self.payload = payload
+        self.created_at = created_at
+        self.sequence = sequence
+        self.resource_key = resource_key
+
+
+def _relabelled(
+    id: str,
+    kind: str,
+    parents: tuple[str, ...],
+    payload: Any,
+    created_at: str,
+    sequence: int,
+    resource_key: str | None,
+) -> CausalNode:
+    n: Any = _Unfrozen(id, kind, parents, payload, created_at, sequence, resource_key)
+    n.__class__ = CausalNode
+    return n  # type: ignore[no-any-return]
+
+
 _object_new = object.__new__
 
 
 def _slot_setter(name: str) -> Callable[[CausalNode, Any], None]:
     setter: Callable[[CausalNode, Any], None] = getattr(CausalNode, name).__set__
     return setter
+
+
+def _set_slots(
+    id: str,
+    kind: str,
+    parents: tuple[str, ...],
+    payload: Any,
+    created_at: str,
+    sequence: int,
+    resource_key: str | None,
+) -> CausalNode:
+    n = _object_new(CausalNode)
+    _set_id(n, id)
+    _set_kind(n, kind)
+    _set_parents(n, parents)
+    _set_payload(n, payload)
+    _set_created_at(n, created_at)
+    _set_sequence(n, sequence)
+    _set_resource_key(n, resource_key)
+    return n
 
 
 _set_id = _slot_setter("id")
@@ -98,6 +160,32 @@ _set_payload = _slot_setter("payload")
 _set_created_at = _slot_setter("created_at")
 _set_sequence = _slot_setter("sequence")
 _set_resource_key = _slot_setter("resource_key")
+
+
+def _pick_builder() -> Callable[..., CausalNode]:
+    """The relabelling builder if this interpreter accepts it and it yields exactly the
+    node the dataclass would (same class, fields, equality and hash); else the slot
+    setters (the frozen dataclass's own descriptors)."""
+    fields = ("cw_" + "0" * 24, "goal", ("cw_" + "1" * 24,), "payload", "t", 3, "rk")
+    try:
+        n = _relabelled(*fields)
+    except TypeError:  # an interpreter that refuses the __class__ assignment
+        return _set_slots
+    ref = CausalNode(
+        id=fields[0],
+        kind=fields[1],
+        parents=fields[2],
+        payload=fields[3],
+        created_at=fields[4],
+        sequence=fields[5],
+        resource_key=fields[6],
+    )
+    if type(n) is CausalNode and n == ref and hash(n) == hash(ref) and repr(n) == repr(ref):
+        return _relabelled
+    return _set_slots
+
+
+_build: Final = _pick_builder()
 
 
 def new_node(
@@ -113,19 +201,11 @@ def new_node(
 
     For ``make_node`` (which has just validated them) and for stores decoding their
     own rows. The generated ``__init__`` of a frozen dataclass calls
-    ``object.__setattr__`` per field; setting the slots directly costs a third of
-    that, which is most of the time a store spends per node on a long read.
-    Equal to ``CausalNode(id=..., ...)`` in every way (same class, same fields).
+    ``object.__setattr__`` per field; building the same slots through a plain class
+    and relabelling it (``_Unfrozen``) costs under half of that. Equal to
+    ``CausalNode(id=..., ...)`` in every way (same class, same fields).
     """
-    n = _object_new(CausalNode)
-    _set_id(n, id)
-    _set_kind(n, kind)
-    _set_parents(n, parents)
-    _set_payload(n, payload)
-    _set_created_at(n, created_at)
-    _set_sequence(n, sequence)
-    _set_resource_key(n, resource_key)
-    return n
+    return _build(id, kind, parents, payload, created_at, sequence, resource_key)
 
 
 _now_second: tuple[int, str] = (-1, "")

@@ -41,8 +41,8 @@ from ._postgres_schema import LATEST, MIGRATIONS
 from ._sql import (
     KIND_CODE,
     KIND_CODES,
+    CreatedAtTexts,
     across_sql,
-    created_at_text,
     created_at_value,
     pack_ids,
     prefix_upper,
@@ -327,14 +327,15 @@ class PostgresStore(Store):
             def decode(data: bytes) -> Any:
                 return codec.decode(namespace, scope, data)
 
-        kinds, unpack, text, node = KIND_CODES, unpack_ids, created_at_text, new_node
+        kinds, unpack, node = KIND_CODES, unpack_ids, new_node
+        text = CreatedAtTexts()
         return [
             node(
                 "cw_" + id_.hex(),
                 kinds[kind],
                 unpack(parents),
                 decode(payload),
-                text(cms if ctext is None else ctext),
+                text[cms if ctext is None else ctext],
                 seq,
                 rkey,
             )
@@ -545,7 +546,8 @@ class PostgresStore(Store):
         rows = await self._fetch(
             sql + f" ORDER BY s.scope, r.key LIMIT ${len(args) + 1}", *args, limit
         )
-        kinds, unpack, text = KIND_CODES, unpack_ids, created_at_text
+        kinds, unpack = KIND_CODES, unpack_ids
+        text = CreatedAtTexts()
         return [
             (
                 sc,
@@ -553,7 +555,7 @@ class PostgresStore(Store):
                 "cw_" + i.hex(),
                 kinds[k],
                 unpack(ps),
-                text(cms if ct is None else ct),
+                text[cms if ct is None else ct],
                 q,
                 rk,
                 p,

@@ -51,8 +51,8 @@ from ..core.graph import CausalNode, new_node
 from ._sql import (
     KIND_CODE,
     KIND_CODES,
+    CreatedAtTexts,
     across_sql,
-    created_at_text,
     created_at_value,
     pack_ids,
     prefix_upper,
@@ -384,9 +384,10 @@ class SQLiteStore(Store):
             def decode(data: bytes) -> Any:
                 return codec.decode(namespace, scope, data)
 
-        kinds, unpack, text, node = KIND_CODES, unpack_ids, created_at_text, new_node
+        kinds, unpack, node = KIND_CODES, unpack_ids, new_node
+        text = CreatedAtTexts()
         return [
-            node("cw_" + id_.hex(), kinds[kind], unpack(ps), decode(p), text(c), seq, rk)
+            node("cw_" + id_.hex(), kinds[kind], unpack(ps), decode(p), text[c], seq, rk)
             for seq, id_, kind, ps, c, rk, p in rows
         ]
 
@@ -836,9 +837,10 @@ class SQLiteStore(Store):
             after,
         )
         rows = self._c.execute(sql + " ORDER BY s.scope, r.key LIMIT ?", (*params, limit))
-        kinds, unpack, text = KIND_CODES, unpack_ids, created_at_text
+        kinds, unpack = KIND_CODES, unpack_ids
+        text = CreatedAtTexts()
         return [
-            (sc, key, "cw_" + i.hex(), kinds[k], unpack(ps), text(c), q, rk, p)
+            (sc, key, "cw_" + i.hex(), kinds[k], unpack(ps), text[c], q, rk, p)
             for sc, key, q, i, k, ps, c, rk, p in rows.fetchall()
         ]
 

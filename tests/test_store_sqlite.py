@@ -392,3 +392,34 @@ def test_prefix_upper_bounds_exactly_the_strings_with_the_prefix(prefix: str, s:
     b = s.encode()  # SQLite and PostgreSQL "C" compare UTF-8 bytes
     in_range = b >= prefix.encode() and (upper is None or b < upper.encode())
     assert in_range == s.startswith(prefix)
+
+
+async def test_the_write_path_leaves_no_cursor_behind(tmp_path: Path) -> None:
+    # sqlite3's Connection.execute makes a cursor per call and keeps a weak reference to
+    # each of the last 200; a store per session (TetherSession.from_url) times that is
+    # what the garbage collector ends up walking. Head reads and commits reuse one cursor.
+    import gc
+    import weakref
+
+    def dead_refs() -> int:
+        return sum(1 for o in gc.get_objects() if type(o) is weakref.ref and o() is None)
+
+    store = await open_store(f"sqlite:///{tmp_path / 'c.db'}")
+    try:
+        for i in range(3):  # warm up: the scope exists, statements are cached
+            txn = Transaction(store, "ns")
+            await txn.append("thread:t", "goal", {"i": i})
+            await txn.commit()
+        gc.collect()
+        before = dead_refs()
+        for i in range(150):
+            txn = Transaction(store, "ns")
+            await txn.append("thread:t", "goal", {"i": i})
+            await txn.append("thread:t", "answer", {"i": i})
+            await txn.commit()
+            await store.head("ns", "thread:t")
+        gc.collect()
+        assert dead_refs() - before < 10  # a cursor per call leaves up to 200 behind
+        assert (await store.head("ns", "thread:t")).sequence == 303
+    finally:
+        await store.close()

@@ -165,6 +165,12 @@ class SQLiteStore(Store):
         self.durability = durability
         self.busy_timeout = busy_timeout
         self._conn: sqlite3.Connection | None = conn
+        # One cursor for the statements of the write path and of point reads (each read
+        # to its end before the next): Connection.execute makes a cursor per call, and
+        # the connection keeps a weak reference to each of its last 200, which with
+        # many connections open (a session per thread) is most of what the garbage
+        # collector walks. Reads that step while decoding get their own cursor.
+        self._cur: sqlite3.Cursor = conn.cursor()
         self._executor = (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="tether-sqlite")
             if offload
@@ -307,6 +313,13 @@ class SQLiteStore(Store):
             raise StoreError("this store is closed; open a new one with tether.open_store")
         return self._conn
 
+    @property
+    def _q(self) -> sqlite3.Cursor:
+        """The store's own cursor (see ``__init__``): for statements read to their end."""
+        if self._conn is None:
+            raise StoreError("this store is closed; open a new one with tether.open_store")
+        return self._cur
+
     def _rollback(self) -> None:
         c = self._conn
         if c is not None and c.in_transaction:
@@ -341,7 +354,7 @@ class SQLiteStore(Store):
         # so it is safe to cache across processes.
         sid = self._sids.get((namespace, scope))
         if sid is None:
-            row = self._c.execute(
+            row = self._q.execute(
                 "SELECT sid FROM tether_scopes WHERE ns = ? AND scope = ?", (namespace, scope)
             ).fetchone()
             if row is None:
@@ -352,7 +365,7 @@ class SQLiteStore(Store):
         return sid
 
     def _sequence(self, sid: int) -> int:
-        row = self._c.execute(
+        row = self._q.execute(
             "SELECT k FROM tether_nodes WHERE k BETWEEN ? AND ? ORDER BY k DESC LIMIT 1",
             (sid << 32, (sid << 32) | _LOW),
         ).fetchone()
@@ -360,7 +373,7 @@ class SQLiteStore(Store):
 
     def _stand(self, sid: int) -> tuple[int, int]:
         """(generation, sequence) in one statement, so one snapshot: a commit's check."""
-        row = self._c.execute(
+        row = self._q.execute(
             "SELECT generation, (SELECT k FROM tether_nodes WHERE k BETWEEN ? AND ?"
             " ORDER BY k DESC LIMIT 1) FROM tether_scopes WHERE sid = ?",
             (sid << 32, (sid << 32) | _LOW, sid),
@@ -486,12 +499,12 @@ class SQLiteStore(Store):
         return _Prepared(w.scope, w.expected_generation, w.expected_sequence, rows)
 
     def _commit(self, namespace: str, prepared: list[_Prepared]) -> None:
-        c = self._c
-        c.execute("BEGIN IMMEDIATE")
+        q = self._q
+        q.execute("BEGIN IMMEDIATE")
         try:
             for p in prepared:
                 self._commit_one(namespace, p)
-            c.execute("COMMIT")
+            q.execute("COMMIT")
         except BaseException:
             self._rollback()
             raise
@@ -525,7 +538,7 @@ class SQLiteStore(Store):
         if p.rows[-1][0] > _LOW:
             raise StoreError(f"scope {p.scope!r} is full: 2**32 - 1 nodes is the most it holds")
         try:
-            c.executemany(
+            self._q.executemany(
                 "INSERT INTO tether_nodes (k, id, kind, parents, created_at, rkey, frontier, payload)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [(base | r[0], *r[1:]) for r in p.rows],
@@ -534,7 +547,7 @@ class SQLiteStore(Store):
             raise self._duplicates(namespace, p, sid, seq) from None
         heads = {r[5]: base | r[0] for r in p.rows if r[5] is not None}
         if heads:
-            c.executemany(
+            self._q.executemany(
                 "INSERT INTO tether_resource_heads (sid, key, k) VALUES (?, ?, ?)"
                 " ON CONFLICT (sid, key) DO UPDATE SET k = excluded.k",
                 [(sid, key, k) for key, k in heads.items()],
@@ -633,7 +646,8 @@ class SQLiteStore(Store):
         if sid is None:
             return Head()
         # The newest node and the generation in one statement (one snapshot)...
-        row = self._c.execute(
+        q = self._q
+        row = q.execute(
             "SELECT k, id, frontier, (SELECT generation FROM tether_scopes WHERE sid = ?)"
             " FROM tether_nodes WHERE k BETWEEN ? AND ? ORDER BY k DESC LIMIT 1",
             (sid, sid << 32, (sid << 32) | _LOW),
@@ -641,7 +655,7 @@ class SQLiteStore(Store):
         if row is None:
             # ... or an empty scope: its generation now is one it had while empty (a
             # reset empties it), so the pair is a state the scope really was in.
-            gen = self._c.execute(
+            gen = q.execute(
                 "SELECT generation FROM tether_scopes WHERE sid = ?", (sid,)
             ).fetchone()[0]
             return Head(generation=gen)

@@ -49,6 +49,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 import agent_turn  # noqa: E402
+import floor_gap  # noqa: E402
 from precompile import compile_tether  # noqa: E402
 from systems import ALL, REGISTRY  # noqa: E402
 from verdict import agent_turn as agent_turn_verdict  # noqa: E402
@@ -417,6 +418,7 @@ def markdown(results: dict[str, Any], chart: str) -> str:
         "",
         *verdict(results),
         "",
+        *floor_gap_section(results),
         *agent_turn_section(results),
         "Raw figures, per-turn latencies included: "
         "[docs/bench/results.json](docs/bench/results.json). "
@@ -425,6 +427,30 @@ def markdown(results: dict[str, Any], chart: str) -> str:
         END,
     ]
     return "\n".join(lines)
+
+
+def floor_gap_section(results: dict[str, Any]) -> list[str]:
+    """The floor-gap table (benchmarks/floor_gap.py) of this run, if it ran."""
+    gap = results.get("floor_gap")
+    if not gap or "error" in gap:
+        return []
+    m = gap["meta"]
+    return [
+        "**Where tether's gap to the floor goes** (`benchmarks/floor_gap.py`, the same "
+        "workload and adapters, each measurement in its own process): WAL frames (pages) "
+        "per commit, by table or index, counted in the WAL file's frame headers and mapped "
+        "with `dbstat`, over the second half of each workload; SQL statements per turn "
+        "from SQLite's statement trace (counts, exact); CPU time per turn (`process_time`, "
+        f"median of {m['repeats']} processes; wall in brackets) at synchronous=NORMAL (no "
+        "fsync) and FULL, tether's split into SQLite (its own recorded statements replayed "
+        "through the bare sqlite3 module on an identical file) and Python (the rest); a "
+        f"cold open and read in a fresh process (wall, median of {m['load_runs']}), "
+        "tether's read split into the SQL of `store.nodes` alone and its decoding into "
+        "`CausalNode`s, beside `store.payloads`.",
+        "",
+        *floor_gap.table(gap),
+        "",
+    ]
 
 
 def agent_turn_section(results: dict[str, Any]) -> list[str]:
@@ -501,6 +527,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=None,
         help="also run benchmarks/agent_turn.py [on for the default systems]",
     )
+    p.add_argument(
+        "--floor-gap",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run benchmarks/floor_gap.py [on when tether_sqlite and sqlite_floor run]",
+    )
     p.add_argument("--setup-peers", action="store_true", help="build the peers venv and exit")
     p.add_argument("--keep-data", action="store_true", help="keep the stores in out/work")
     p.add_argument(
@@ -518,6 +550,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     args.load_runs = max(1, args.load_runs or (1 if q else 5))
     if args.agent_turn is None:
         args.agent_turn = args.systems == ",".join(ALL)
+    if args.floor_gap is None:
+        chosen = {n.strip() for n in args.systems.split(",")}
+        args.floor_gap = {"tether_sqlite", "sqlite_floor"} <= chosen
     if args.turns < 10:
         p.error("--turns must be at least 10")
     return args
@@ -567,6 +602,22 @@ def main(argv: list[str] | None = None) -> int:
             log=log,
         )
 
+    gap: dict[str, Any] | None = None
+    if args.floor_gap:
+        log("floor gap (benchmarks/floor_gap.py) ...")
+        try:
+            gap = floor_gap.run_all(
+                turns=args.turns,
+                threads=args.threads,
+                threads_turns=args.threads_turns,
+                repeats=1 if args.quick else 3,
+                load_runs=args.load_runs,
+                log=log,
+            )
+        except (RuntimeError, subprocess.SubprocessError) as e:
+            gap = {"error": str(e)[-800:]}
+            log(f"  floor gap: error: {e}")
+
     pg = next(
         (
             s["write"]["versions"].get("postgres")
@@ -598,6 +649,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if turn is not None:
         results["agent_turn"] = turn
+    if gap is not None:
+        results["floor_gap"] = gap
     rj = out_dir / "results.json"
     rj.write_text(json.dumps(results, indent=1))
     update = args.update_readme
@@ -614,6 +667,10 @@ def report(results: dict[str, Any], rj: Path, peers_py: Path | None, *, update: 
     print_table(results)
     print("\nWhere tether is slower, and why:")
     print("\n".join(verdict(results)) or "- (no tether system ran)")
+    gap = results.get("floor_gap")
+    if gap and "error" not in gap:
+        print("\nWhere tether's gap to the sqlite3 floor goes (benchmarks/floor_gap.py):")
+        print("\n".join(floor_gap.table(gap)))
     log(f"results: {rj}")
 
     png = rj.parent / "latency.png"

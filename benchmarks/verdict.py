@@ -158,7 +158,8 @@ def _why_bytes(t: dict[str, Any], p: dict[str, Any], turns: int) -> str:
 
 
 def floor_gap(results: dict[str, Any]) -> list[str]:
-    """What tether on SQLite costs over the sqlite3 floor, figure by figure."""
+    """What tether on SQLite costs over the sqlite3 floor, figure by figure, and where
+    the difference goes as benchmarks/floor_gap.py measured it in the same run."""
     by = {s["system"]: s for s in results["systems"] if _usable(s)}
     t, f = by.get("tether_sqlite"), by.get("sqlite_floor")
     if not t or not f:
@@ -172,12 +173,144 @@ def floor_gap(results: dict[str, Any]) -> list[str]:
             bits.append(f"{label} {_fmt(key, tv)} vs {_fmt(key, fv)} ({ratio:.2f}x)")
     if not bits:
         return []
+    rest = where_the_rest_goes(results.get("floor_gap") or {})
     return [
         f"- Against the sqlite3 floor (two INSERTs and a COMMIT, what no library on SQLite "
-        f"can beat), tether (SQLite): {'; '.join(bits)}. The difference is what tether adds "
-        "to a message table: content identity, causal links, the optimistic head check and "
-        "typed nodes on reading."
+        f"can beat), tether (SQLite): {'; '.join(bits)}."
+        + (
+            " Where the rest goes, measured by `benchmarks/floor_gap.py` in this run:"
+            if rest
+            else ""
+        ),
+        *[f"  - {r}" for r in rest],
     ]
+
+
+def _get(d: Any, *path: str) -> Any:
+    """``d[path[0]][path[1]]...``, or None where any step is missing."""
+    for k in path:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def _per(by: dict[str, float], prefix: str) -> str:
+    """An object's leaf and internal frames per commit, as measured."""
+    parts = [
+        f"{kind} {by[f'{prefix} {kind}']:.2f}"
+        for kind in ("leaf", "internal")
+        if by.get(f"{prefix} {kind}", 0) >= 0.005
+    ]
+    return f"`{prefix}` " + " + ".join(parts) if parts else ""
+
+
+def where_the_rest_goes(g: dict[str, Any]) -> list[str]:
+    """One sentence per measured cause (frames, statements, CPU, cold load); a figure
+    the run did not produce is left out, never guessed."""
+    if not g or "error" in g:
+        return []
+    m = g.get("meta") or {}
+    out: list[str] = []
+    many_t, many_f = _get(g, "frames", "many", "tether"), _get(g, "frames", "many", "floor")
+    one_t, one_f = _get(g, "frames", "single", "tether"), _get(g, "frames", "single", "floor")
+    if many_t and many_f and many_t.get("frames_per_commit") and many_f.get("frames_per_commit"):
+        tb, fb = many_t.get("by_object") or {}, many_f.get("by_object") or {}
+        objs = "; ".join(x for x in (_per(tb, "tether_nodes"), _per(tb, "tether_nodes_id")) if x)
+        fobjs = "; ".join(
+            x for x in (_per(fb, "messages"), _per(fb, "sqlite_autoindex_messages_1")) if x
+        )
+        single = ""
+        if one_t and one_f and one_t.get("frames_per_commit") and one_f.get("frames_per_commit"):
+            ids = _per(one_t.get("by_object") or {}, "tether_nodes_id")
+            single = (
+                f", and {one_t['frames_per_commit']:.2f} against {one_f['frames_per_commit']:.2f} "
+                "on one thread" + (f" ({ids})" if ids else "")
+            )
+        out.append(
+            f"**Pages written per commit** (WAL frames, counted): with {m.get('threads', '?')} "
+            f"threads round-robin tether writes {many_t['frames_per_commit']:.2f} against the "
+            f"floor's {many_f['frames_per_commit']:.2f}"
+            + (f" ({objs}; the floor's {fobjs})" if objs and fobjs else "")
+            + single
+            + ". A node's row key is its scope's id << 32 | its sequence, so a thread's "
+            "nodes sit together and a turn of one thread among many inserts in the middle of "
+            "`tether_nodes`: when the leaf there is full, SQLite rebalances it with up to two "
+            "siblings and rewrites their parent, where the floor's rows append at the end of "
+            "its rowid table (only its (thread, seq) index is written mid-tree); "
+            "`tether_nodes_id` indexes content ids, which are hashes, so each insert lands "
+            "on a random leaf"
+        )
+    st, sf = _get(one_t, "statements_per_turn"), _get(one_f, "statements_per_turn")
+    if st and sf:
+        kw = ", ".join(f"{v:g} {k}" for k, v in (one_t.get("statements_by_keyword") or {}).items())
+        shapes = " ".join(one_t.get("statements") or {})
+        selects = (
+            ": the SELECTs read the thread's head before the transaction and check it has "
+            "not moved under the write lock (optimistic concurrency)"
+            if (one_t.get("statements_by_keyword") or {}).get("SELECT") == 2
+            and "SELECT k, id, frontier" in shapes
+            and "SELECT generation" in shapes
+            else ""
+        )
+        out.append(
+            f"**SQL statements per turn** (traced, counted): tether {st:g} ({kw}{selects}) "
+            f"against the floor's {sf:g}"
+        )
+    cpu_bits = []
+    for sync, what in (("NORMAL", "synchronous=NORMAL, no fsync"), ("FULL", "FULL")):
+        for w in ("many", "single"):
+            d = _get(g, "cpu", sync, w)
+            tc, rc = _get(d, "tether", "cpu_us"), _get(d, "replay", "cpu_us")
+            fc = _get(d, "floor", "cpu_us")
+            if tc is None or rc is None or fc is None:
+                continue
+            where = f"{m.get('threads', '?')} threads" if w == "many" else "one thread"
+            cpu_bits.append(
+                f"{what}, {where}: tether {tc:.0f} us (SQLite {rc:.0f}, Python {tc - rc:.0f}) "
+                f"against {fc:.0f} us"
+            )
+    if cpu_bits:
+        out.append(
+            f"**CPU time per turn** (process time, median of {m.get('repeats', '?')} "
+            "processes; SQLite's part is tether's own recorded statements replayed through "
+            "the bare sqlite3 module on an identical file, with the kernel's share of each "
+            "fsync at FULL; Python's is the rest: the Transaction, building and hashing the "
+            "nodes, the store's own code): " + "; ".join(cpu_bits)
+        )
+    ld = g.get("load") or {}
+
+    def ms(*path: str) -> str | None:
+        wall = _get(ld, *path, "open_ms" if path[0].endswith("_open") else "read_ms")
+        cpu = _get(ld, *path, "open_cpu_ms" if path[0].endswith("_open") else "read_cpu_ms")
+        if wall is None:
+            return None
+        return f"{wall:.2f} ms" + (f" ({cpu:.2f} CPU)" if cpu is not None else "")
+
+    to, fo, tn, ts, fr = (
+        ms("tether_open"),
+        ms("floor_open"),
+        ms("tether_nodes"),
+        ms("tether_sql"),
+        ms("floor"),
+    )
+    dec, dec_cpu, tp = ld.get("decode_ms"), ld.get("decode_cpu_ms"), ms("tether_payloads")
+    if None not in (to, fo, tn, ts, fr, dec):
+        out.append(
+            f"**Cold load** of {ld.get('messages', 0):,} messages in a fresh process (wall, "
+            f"median of {m.get('load_runs', '?')}; CPU time in brackets): opening the store "
+            f"{to} against {fo}; reading with `store.nodes` {tn}, of which its SQL (seven "
+            f"columns, stepped by sqlite3, nothing decoded) {ts} and decoding the rows into "
+            f"`CausalNode`s {dec:.2f} ms"
+            + (f" ({dec_cpu:.2f} CPU)" if dec_cpu is not None else "")
+            + f", against the floor's SELECT {fr}"
+            + (
+                f"; `store.payloads` (three columns, what TetherSession reads) {tp}"
+                if tp is not None
+                else ""
+            )
+        )
+    return out
 
 
 def section(results: dict[str, Any]) -> list[str]:

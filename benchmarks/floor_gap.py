@@ -20,10 +20,13 @@ on this interpreter, on a temporary directory outside the source tree:
   system's connection counts the **SQL statements per turn** (counts: exact).
 * **cpu**: ``time.process_time`` (and wall time) over all the turns of the workload, at
   synchronous=NORMAL (no fsync: each system's own cost) and FULL (the bench's
-  setting). tether's CPU is split into *SQLite* and *Python* by replaying the exact
+  setting); the least CPU time of ``--repeats`` processes (load only adds to it), the
+  median wall time. tether's CPU is split into *SQLite* and *Python* by replaying the exact
   calls tether made (recorded, with their pre-encoded parameters, in the frames run)
   through the raw sqlite3 module on an identical fresh file (**replay**): SQLite's part
-  is the replay's CPU time (sqlite3's call overhead included), Python's the rest.
+  is the replay's CPU time (sqlite3's call overhead included), Python's the rest. The
+  floor's calls are replayed the same way, a check of the method: its turn is nothing
+  but those calls.
 * **load**: a fresh process (imports done before the clock starts) opens the store and
   reads the thread: tether's ``open_store``; then one of: the SQL of
   ``store.nodes`` alone (its seven columns, stepped by sqlite3, nothing decoded),
@@ -32,8 +35,8 @@ on this interpreter, on a temporary directory outside the source tree:
   the floor's connect + SELECT. Runs alternate tether and floor so that machine load
   hits both alike; the median of ``--load-runs`` processes each.
 
-CPU times and wall times on a shared machine are noisy (medians and minima of
-``--repeats`` processes are reported); frame and statement counts are not.
+CPU times and wall times on a shared machine are noisy (medians and minima are both
+kept in the JSON); frame and statement counts are not.
 """
 
 from __future__ import annotations
@@ -135,8 +138,9 @@ class Recorder:
 
 
 def record(store: Any, log: list[tuple[str, str, str, Any]]) -> Callable[[], None]:
-    """Put recorders in place of the store's connection and cursor; returns the undo."""
-    saved = {k: getattr(store, k) for k in ("_conn", "_cur") if hasattr(store, k)}
+    """Put recorders in place of the store's connection and cursor (tether's ``_conn``
+    and ``_cur``, the floor adapter's ``conn``); returns the undo."""
+    saved = {k: getattr(store, k) for k in ("_conn", "_cur", "conn") if hasattr(store, k)}
     for k, v in saved.items():
         setattr(store, k, Recorder(v, k, log))
 
@@ -186,6 +190,11 @@ def statement_shape(sql: str) -> str:
     return " ".join(_LITERAL.sub("?", sql).split())
 
 
+def _gc_count() -> int:
+    """Garbage collections run so far in this process, every generation."""
+    return sum(int(g["collections"]) for g in gc.get_stats())
+
+
 # --- workers (one per process) ---------------------------------------------------------------
 
 
@@ -196,7 +205,9 @@ async def w_frames(a: argparse.Namespace) -> dict[str, Any]:
     sys_ = make(a.system)
     conn = await setup(sys_, a.system, work, "FULL", fresh=True)
     log: list[tuple[str, str, str, Any]] = []
-    undo = record(sys_.store, log) if a.system == "tether" else None
+    # tether's calls go through its store's connection and cursor, the floor's through
+    # its adapter's connection.
+    undo = record(sys_.store if a.system == "tether" else sys_, log)
     seq = turns(a.workload, a.turns, a.threads, a.threads_turns)
     half = len(seq) // 2 if a.workload == "single" else a.threads * (a.threads_turns // 2)
     recorded: list[list[tuple[str, str, str, Any]]] = []
@@ -208,9 +219,8 @@ async def w_frames(a: argparse.Namespace) -> dict[str, Any]:
             conn.set_trace_callback(stmts.append)
         u, m = turn_messages(thread, k)
         await sys_.write_turn(thread, k, u, m)
-        if undo is not None:
-            recorded.append(log[:])
-            log.clear()
+        recorded.append(log[:])
+        log.clear()
     conn.set_trace_callback(None)
     db = work / ("tether.db" if a.system == "tether" else "floor.db")
     snap = work / "snapshot"
@@ -218,8 +228,7 @@ async def w_frames(a: argparse.Namespace) -> dict[str, Any]:
     shutil.copyfile(f"{db}-wal", snap / f"{db.name}-wal")
     shutil.copyfile(db, snap / db.name)
     sync = synchronous(conn)
-    if undo is not None:
-        undo()
+    undo()
     await sys_.close()
     page_size, frames = wal_frames(snap / f"{db.name}-wal")
     objects = page_objects(snap / db.name)
@@ -260,10 +269,12 @@ async def w_cpu(a: argparse.Namespace) -> dict[str, Any]:
     seq = turns(a.workload, a.turns, a.threads, a.threads_turns)
     msgs = [turn_messages(t, k) for t, k in seq]
     gc.collect()
+    g0 = _gc_count()
     c0, t0 = time.process_time(), time.perf_counter()
     for (thread, k), (u, m) in zip(seq, msgs, strict=True):
         await sys_.write_turn(thread, k, u, m)
     cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+    collections = _gc_count() - g0
     sync = synchronous(conn)
     await sys_.close()
     return {
@@ -271,28 +282,30 @@ async def w_cpu(a: argparse.Namespace) -> dict[str, Any]:
         "turns": len(seq),
         "cpu_us": cpu / len(seq) * 1e6,
         "wall_us": wall / len(seq) * 1e6,
+        "gc_collections": collections,
     }
 
 
 async def w_replay(a: argparse.Namespace) -> dict[str, Any]:
-    """tether's recorded calls, replayed by the bare sqlite3 module on a fresh file with
-    tether's schema and pragmas: what SQLite (and sqlite3's calls) cost of tether's turn."""
-    import tether
-
+    """A system's recorded calls, replayed by the bare sqlite3 module on a fresh file with
+    the system's schema and pragmas. For tether: what SQLite (and sqlite3's calls) cost
+    of its turn. For the floor, whose turn is nothing but those calls: a check of the
+    method (the replay should cost what the floor's own run did)."""
     calls: list[list[tuple[str, str, str, Any]]] = pickle.loads(Path(a.record).read_bytes())
     work = Path(a.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    path = work / "tether.db"
-    store = await tether.open_store(f"sqlite:///{path}", durability=a.sync.lower())
-    await store.close()  # the schema, as tether creates it
+    sys_ = make(a.system, a.sync)
+    await setup(sys_, a.system, work, a.sync, fresh=True)
+    await sys_.close()  # the schema, as the system creates it
+    path = work / ("tether.db" if a.system == "tether" else "floor.db")
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0.0)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute(f"PRAGMA synchronous={a.sync}")
-    if a.sync == "FULL":
+    if a.sync == "FULL" and a.system == "tether":
         conn.execute("PRAGMA fullfsync=ON")  # as tether sets it (a no-op off macOS)
-    # Each call on the object tether made it on: the connection (a cursor per call) or
-    # the store's one cursor.
-    on = {"_conn": conn, "_cur": conn.cursor()}
+    # Each call on the object it was made on: a connection (a cursor per call) or
+    # tether's store's one cursor.
+    on = {"_conn": conn, "conn": conn, "_cur": conn.cursor()}
     gc.collect()
     c0, t0 = time.process_time(), time.perf_counter()
     for turn in calls:
@@ -381,8 +394,10 @@ async def w_load(a: argparse.Namespace) -> dict[str, Any]:
     c0, t0 = time.process_time(), time.perf_counter()
     await sys_.setup(work, fresh=False)
     c1, t1 = time.process_time(), time.perf_counter()
+    g1 = _gc_count()
     rows = await read()
     c2, t2 = time.process_time(), time.perf_counter()
+    collections = _gc_count() - g1
     await sys_.close()
     return {
         "variant": a.variant,
@@ -392,6 +407,7 @@ async def w_load(a: argparse.Namespace) -> dict[str, Any]:
         "total_ms": (t2 - t0) * 1e3,
         "open_cpu_ms": (c1 - c0) * 1e3,
         "read_cpu_ms": (c2 - c1) * 1e3,
+        "read_gc_collections": collections,
     }
 
 
@@ -453,7 +469,7 @@ def run_all(
         for w in WORKLOADS:
             for s in SYSTEMS:
                 log(f"  floor gap: WAL frames and statements, {s}, {w} ...")
-                rec = tmp / f"calls.{w}.pickle" if s == "tether" else ""
+                rec = tmp / f"calls.{s}.{w}.pickle"
                 frames[w][s] = _worker(
                     py,
                     "frames",
@@ -467,7 +483,7 @@ def run_all(
                 if w == "many":
                     shutil.rmtree(tmp / f"frames.{s}.{w}", ignore_errors=True)
 
-        # CPU per turn: rounds alternate the systems; the replay follows tether's run.
+        # CPU per turn: rounds alternate the systems; each run's replay follows it.
         cpu_runs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         for r in range(repeats):
             for sync in SYNCS:
@@ -491,31 +507,41 @@ def run_all(
                             )
                         )
                         shutil.rmtree(work, ignore_errors=True)
-                        if s == "tether":
-                            work = tmp / "replay"
-                            cpu_runs.setdefault((sync, w, "replay"), []).append(
-                                _worker(
-                                    py,
-                                    "replay",
-                                    tmp / "out.json",
-                                    sync=sync,
-                                    workload=w,
-                                    workdir=work,
-                                    record=tmp / f"calls.{w}.pickle",
-                                    **wl,
-                                )
+                        work = tmp / "replay"
+                        cpu_runs.setdefault((sync, w, f"{s}_replay"), []).append(
+                            _worker(
+                                py,
+                                "replay",
+                                tmp / "out.json",
+                                system=s,
+                                sync=sync,
+                                workload=w,
+                                workdir=work,
+                                record=tmp / f"calls.{s}.{w}.pickle",
+                                **wl,
                             )
-                            shutil.rmtree(work, ignore_errors=True)
+                        )
+                        shutil.rmtree(work, ignore_errors=True)
         cpu: dict[str, dict[str, Any]] = {sync: {} for sync in SYNCS}
         for (sync, w, s), runs in cpu_runs.items():
+            # CPU time: the least disturbed process (machine load only ever adds to it);
+            # wall time: the median.
+            xs, ws = [float(r["cpu_us"]) for r in runs], [float(r["wall_us"]) for r in runs]
             cpu[sync].setdefault(w, {})[s] = {
-                **_summary(runs, "cpu_us", "wall_us"),
+                "runs": len(runs),
+                "cpu_us": min(xs),
+                "cpu_us_median": statistics.median(xs),
+                "cpu_us_all": xs,
+                "wall_us": statistics.median(ws),
+                "wall_us_min": min(ws),
+                "gc_collections": max(int(r.get("gc_collections", 0)) for r in runs),
                 "synchronous": sorted({r["synchronous"] for r in runs}),
             }
         for sync in SYNCS:
             for w in WORKLOADS:
                 d = cpu[sync][w]
-                d["tether_python_us"] = d["tether"]["cpu_us"] - d["replay"]["cpu_us"]
+                # tether's SQLite part is its replay; Python's the rest
+                d["tether_python_us"] = d["tether"]["cpu_us"] - d["tether_replay"]["cpu_us"]
 
         # Cold loads: each tether variant between two floor runs.
         load_runs_: dict[str, list[dict[str, Any]]] = {v: [] for v in LOADS}
@@ -538,6 +564,7 @@ def run_all(
         for v, runs in load_runs_.items():
             load[v] = {
                 **_summary(runs, "open_ms", "read_ms", "total_ms", "open_cpu_ms", "read_cpu_ms"),
+                "read_gc_collections": max(int(r["read_gc_collections"]) for r in runs),
                 "rows": sorted({r["rows"] for r in runs}),
             }
         # tether's open is the same in its three variants: pooled, three times the samples.
@@ -601,10 +628,12 @@ def table(res: dict[str, Any]) -> list[str]:
         for w in WORKLOADS:
             d = res["cpu"][sync][w]
             lines.append(
-                f"| CPU us per turn, synchronous={sync}, {names[w]} (wall) | "
-                f"{d['tether']['cpu_us']:.0f} (SQLite {d['replay']['cpu_us']:.0f} + Python "
+                f"| CPU us per turn, synchronous={sync}, {names[w]} (least of {m['repeats']}; "
+                "wall: median) | "
+                f"{d['tether']['cpu_us']:.0f} (SQLite {d['tether_replay']['cpu_us']:.0f} + Python "
                 f"{d['tether_python_us']:.0f}; wall {d['tether']['wall_us']:.0f}) | "
-                f"{d['floor']['cpu_us']:.0f} (wall {d['floor']['wall_us']:.0f}) |"
+                f"{d['floor']['cpu_us']:.0f} (replayed: {d['floor_replay']['cpu_us']:.0f}; wall "
+                f"{d['floor']['wall_us']:.0f}) |"
             )
     ld = res["load"]
     to, fo = ld["tether_open"], ld["floor_open"]

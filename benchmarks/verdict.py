@@ -205,6 +205,14 @@ def _per(by: dict[str, float], prefix: str) -> str:
     return f"`{prefix}` " + " + ".join(parts) if parts else ""
 
 
+def _median_of(n: Any) -> str:
+    return "one process" if n == 1 else f"median of {n} processes"
+
+
+def _least_of(n: Any) -> str:
+    return "one process" if n == 1 else f"the least of {n} processes"
+
+
 def where_the_rest_goes(g: dict[str, Any]) -> list[str]:
     """One sentence per measured cause (frames, statements, CPU, cold load); a figure
     the run did not produce is left out, never guessed."""
@@ -246,7 +254,7 @@ def where_the_rest_goes(g: dict[str, Any]) -> list[str]:
         kw = ", ".join(f"{v:g} {k}" for k, v in (one_t.get("statements_by_keyword") or {}).items())
         shapes = " ".join(one_t.get("statements") or {})
         selects = (
-            ": the SELECTs read the thread's head before the transaction and check it has "
+            "; the SELECTs read the thread's head before the transaction and check it has "
             "not moved under the write lock (optimistic concurrency)"
             if (one_t.get("statements_by_keyword") or {}).get("SELECT") == 2
             and "SELECT k, id, frontier" in shapes
@@ -254,29 +262,31 @@ def where_the_rest_goes(g: dict[str, Any]) -> list[str]:
             else ""
         )
         out.append(
-            f"**SQL statements per turn** (traced, counted): tether {st:g} ({kw}{selects}) "
-            f"against the floor's {sf:g}"
+            f"**SQL statements per turn** (traced, counted): tether {st:g} against the "
+            f"floor's {sf:g}: {kw}{selects}"
         )
     cpu_bits = []
     for sync, what in (("NORMAL", "synchronous=NORMAL, no fsync"), ("FULL", "FULL")):
         for w in ("many", "single"):
             d = _get(g, "cpu", sync, w)
-            tc, rc = _get(d, "tether", "cpu_us"), _get(d, "replay", "cpu_us")
-            fc = _get(d, "floor", "cpu_us")
+            tc, rc = _get(d, "tether", "cpu_us"), _get(d, "tether_replay", "cpu_us")
+            fc, frc = _get(d, "floor", "cpu_us"), _get(d, "floor_replay", "cpu_us")
             if tc is None or rc is None or fc is None:
                 continue
             where = f"{m.get('threads', '?')} threads" if w == "many" else "one thread"
             cpu_bits.append(
                 f"{what}, {where}: tether {tc:.0f} us (SQLite {rc:.0f}, Python {tc - rc:.0f}) "
                 f"against {fc:.0f} us"
+                + (f" (replayed the same way: {frc:.0f})" if frc is not None else "")
             )
     if cpu_bits:
         out.append(
-            f"**CPU time per turn** (process time, median of {m.get('repeats', '?')} "
-            "processes; SQLite's part is tether's own recorded statements replayed through "
-            "the bare sqlite3 module on an identical file, with the kernel's share of each "
-            "fsync at FULL; Python's is the rest: the Transaction, building and hashing the "
-            "nodes, the store's own code): " + "; ".join(cpu_bits)
+            f"**CPU time per turn** (process time, {_least_of(m.get('repeats'))}; SQLite's "
+            "part is tether's own recorded statements replayed through the bare sqlite3 "
+            "module on an identical file, with the kernel's share of each fsync at FULL; "
+            "Python's is the rest: the Transaction, building and hashing the nodes, the "
+            "store's own code; the floor's turn is only its SQL, so its replay, in "
+            "brackets, checks the method): " + "; ".join(cpu_bits)
         )
     ld = g.get("load") or {}
 
@@ -295,10 +305,12 @@ def where_the_rest_goes(g: dict[str, Any]) -> list[str]:
         ms("floor"),
     )
     dec, dec_cpu, tp = ld.get("decode_ms"), ld.get("decode_cpu_ms"), ms("tether_payloads")
+    gc_t = _get(ld, "tether_nodes", "read_gc_collections")
+    gc_f = _get(ld, "floor", "read_gc_collections")
     if None not in (to, fo, tn, ts, fr, dec):
         out.append(
             f"**Cold load** of {ld.get('messages', 0):,} messages in a fresh process (wall, "
-            f"median of {m.get('load_runs', '?')}; CPU time in brackets): opening the store "
+            f"{_median_of(m.get('load_runs'))}; CPU time in brackets): opening the store "
             f"{to} against {fo}; reading with `store.nodes` {tn}, of which its SQL (seven "
             f"columns, stepped by sqlite3, nothing decoded) {ts} and decoding the rows into "
             f"`CausalNode`s {dec:.2f} ms"
@@ -307,6 +319,12 @@ def where_the_rest_goes(g: dict[str, Any]) -> list[str]:
             + (
                 f"; `store.payloads` (three columns, what TetherSession reads) {tp}"
                 if tp is not None
+                else ""
+            )
+            + (
+                f"; the garbage collector ran {gc_t} times during `store.nodes`' read, "
+                f"{gc_f} during the floor's"
+                if gc_t is not None and gc_f is not None
                 else ""
             )
         )

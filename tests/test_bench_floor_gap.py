@@ -82,11 +82,11 @@ def test_floor_gap_quick_run(tmp_path: Path) -> None:
     for sync in ("NORMAL", "FULL"):
         for w in ("single", "many"):
             d = g["cpu"][sync][w]
-            for s in ("tether", "floor", "replay"):
+            for s in ("tether", "floor", "tether_replay", "floor_replay"):
                 assert d[s]["cpu_us"] > 0 and d[s]["wall_us"] > 0
                 assert d[s]["synchronous"] == [sync]
             assert d["tether_python_us"] == pytest.approx(
-                d["tether"]["cpu_us"] - d["replay"]["cpu_us"]
+                d["tether"]["cpu_us"] - d["tether_replay"]["cpu_us"]
             )
 
     ld = g["load"]

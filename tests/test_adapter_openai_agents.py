@@ -217,6 +217,43 @@ async def test_close_sync_and_async(tmp_path: Path) -> None:
     await reopened.close()
 
 
+async def test_closed_error_reads_exactly_as_the_sdk() -> None:
+    """The SDK's sessions raise RuntimeError("<class> is closed"), matched with ^...$."""
+
+    class MongoDBSession(TetherSession):
+        pass
+
+    session = MongoDBSession("m", MemoryStore())
+    await session.close()
+    with pytest.raises(RuntimeError, match=r"^MongoDBSession is closed$") as e:
+        await session.get_items()
+    assert e.value.code == "session_closed"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("bad", [None, 42, ["other"], {"$ne": None}])
+def test_non_string_session_id_is_a_type_error(bad: Any) -> None:
+    """As the SDK's MongoDBSession: TypeError("session_id must be a string")."""
+    with pytest.raises(TypeError, match=r"^session_id must be a string$") as e:
+        TetherSession(bad, MemoryStore())
+    assert isinstance(e.value, InvalidRequest)
+
+
+async def test_empty_and_percent_session_ids_are_distinct_sessions() -> None:
+    """The empty id is accepted (as by the SDK's sessions): ``thread:%``; a leading ``%``
+    is quoted, so "", "%", "%25", "x" and "%x" are five sessions."""
+    store = MemoryStore()
+    ids = ["", "%", "%25", "x", "%x"]
+    sessions = [TetherSession(i, store) for i in ids]
+    for i, s in zip(ids, sessions, strict=True):
+        await s.add_items([user(f"in {i!r}")])
+    for i, s in zip(ids, sessions, strict=True):
+        assert s.session_id == i
+        assert await s.get_items() == [user(f"in {i!r}")]
+    assert [s.scope for s in sessions] == [
+        "thread:%", "thread:%25", "thread:%2525", "thread:x", "thread:%25x"
+    ]
+
+
 def test_from_url_in_sync_code_and_another_loop(tmp_path: Path) -> None:
     """Runner.run_sync drives the session from a thread with a loop of its own."""
     url = f"sqlite:///{tmp_path / 'x.db'}"

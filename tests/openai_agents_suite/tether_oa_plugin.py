@@ -8,19 +8,30 @@ module it puts a ``TetherSession`` where the module builds its session:
 * ``SQLiteSession(session_id, db_path, ..., session_settings=...)`` and
   ``AsyncSQLiteSession(...)`` (same signature): a ``TetherSession`` subclass of the
   same name (so its "<class> is closed" errors read as the SDK's do);
-* ``_create_test_session(session_id)`` / ``_create_redis_session(session_id)`` of the
-  Redis tests and ``_make_session(session_id)`` of the MongoDB tests, when called with
-  no backend-specific option (TTL, key prefix, client).
+* ``RedisSession(session_id, redis_client=fake_redis, key_prefix="test:",
+  session_settings=...)``: the Redis tests' shared in-memory Redis (``fake_redis``, with
+  ``USE_FAKE_REDIS`` set: fakeredis need not be installed) is the plugin's store, so
+  their helpers ``_create_test_session``/``_create_redis_session`` and the tests that
+  build a session on it run unchanged; ``_create_owned_redis_session`` (it patches
+  redis-py) builds the same. Another client, key prefix or a TTL raises;
+* ``MongoDBSession(session_id, client=..., database=..., session_settings=...)``: one
+  store per client object and database (the tests' ``_make_session`` and ``session``
+  fixture run unchanged); ``MongoDBSession.from_uri`` gets a store of its own.
+
+A test that needs what a TetherSession does not have (a Redis command on
+``session._redis``, a TTL, MongoDB's collections) fails loudly: the calling test lists
+every such test in ``EXCLUDE`` with its reason.
 
 The store is the one ``TETHER_OA_BACKEND`` names: ``memory`` (one ``memory://`` store
 per database path, so two sessions on one path share it as they share a file) or
 ``sqlite`` (``sqlite:///<db_path>``; ``:memory:`` and the helpers get a file of the
-test's own). Which tests run is decided by the calling test (``TETHER_OA_SELECT``,
-JSON: per file, ``{"exclude": [names]}`` or ``{"only": [names]}``); a listed name that
-no longer exists is an error, so the lists cannot go stale silently.
+test's own). Every test of the files given runs but those ``TETHER_OA_EXCLUDE`` lists
+(JSON: file -> names); an excluded name a collected file lacks is an error, so the list
+cannot go stale silently.
 
 At the end the plugin writes ``TETHER_OA_REPORT`` (JSON): the tests that passed,
-failed or were skipped, and the tests that built a TetherSession.
+failed or were skipped (with the skip's reason), and the tests that built a
+TetherSession.
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -37,7 +48,7 @@ from tether.adapters._sync import LoopBridge
 from tether.adapters.openai_agents import TetherSession, _loop_free
 from tether.store import Store, open_store
 
-_state: dict[str, Any] = {"test": "", "built": set(), "outcomes": {}}
+_state: dict[str, Any] = {"test": "", "built": set(), "outcomes": {}, "places": {}, "skipped": {}}
 _stores: dict[str, tuple[Store, LoopBridge]] = {}  # memory backend: path -> shared store
 _sessions: list[TetherSession] = []
 _tmp: list[tempfile.TemporaryDirectory[str]] = []
@@ -66,7 +77,12 @@ def _init(self: TetherSession, session_id: str, where: str, settings: Any) -> No
         url = f"sqlite:///{where}"
         bridge = LoopBridge(private=True, inline=_loop_free(url))
         store = bridge.run_sync(lambda: open_store(url))
-        TetherSession.__init__(self, session_id, store, session_settings=settings)
+        try:
+            TetherSession.__init__(self, session_id, store, session_settings=settings)
+        except BaseException:  # a refused session id or settings: nothing is left open
+            bridge.run_sync(store.close)
+            bridge.stop()
+            raise
         self._bridge, self._owns_store = bridge, True
     _sessions.append(self)
 
@@ -90,52 +106,117 @@ class AsyncSQLiteSession(SQLiteSession):
     """``agents.extensions.memory.AsyncSQLiteSession``'s constructor (the same)."""
 
 
+class _SharedRedis:
+    """What the Redis tests' ``fake_redis`` becomes: the one Redis the module's tests
+    share, which the plugin serves from its store. It has no Redis command, so a test
+    that drives the client (``session._redis.pipeline``...) fails loudly."""
+
+
+_REDIS = _SharedRedis()
+
+
 class RedisSession(TetherSession):
-    pass
+    """``RedisSession(session_id, redis_client=fake_redis, key_prefix="test:",
+    session_settings=...)``, building a TetherSession on the shared store. Any other
+    client, key prefix or a TTL is an option TetherSession has no counterpart of: it
+    raises, so a new test that needs one fails until EXCLUDE lists it."""
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        redis_client: Any,
+        key_prefix: str = "agents:session",
+        ttl: int | None = None,
+        session_settings: Any = None,
+    ) -> None:
+        if redis_client is not _REDIS or key_prefix != "test:" or ttl is not None:
+            raise _Unsupported(
+                f"RedisSession(redis_client={redis_client!r}, key_prefix={key_prefix!r}, "
+                f"ttl={ttl!r})"
+            )
+        _init(self, session_id, str(_folder() / "redis.db"), session_settings)
+        self._redis = redis_client  # another RedisSession on it shares the store
 
 
 class MongoDBSession(TetherSession):
-    pass
+    """``MongoDBSession(session_id, client=..., database=..., session_settings=...)``,
+    building a TetherSession on the store of that client and database (sessions built on
+    one client share it, as they share its database); ``from_uri`` gets a store of its
+    own, as it gets a client of its own."""
+
+    # The tests clear MongoDBSession's per-client index cache before building one.
+    _init_state: ClassVar[dict[Any, Any]] = {}
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        client: Any,
+        database: str = "agents",
+        sessions_collection: str = "agent_sessions",
+        messages_collection: str = "agent_messages",
+        session_settings: Any = None,
+    ) -> None:
+        where = _place("mongo", client, database, sessions_collection, messages_collection)
+        _init(self, session_id, where, session_settings)
+
+    @classmethod
+    def from_uri(
+        cls,
+        session_id: str,
+        *,
+        uri: str,
+        database: str = "agents",
+        client_kwargs: dict[str, Any] | None = None,
+        session_settings: Any = None,
+        **kwargs: Any,
+    ) -> MongoDBSession:
+        return cls(
+            session_id,
+            client=object(),
+            database=database,
+            session_settings=session_settings,
+            **kwargs,
+        )
 
 
-def _helper_session(cls: type[TetherSession], session_id: str) -> TetherSession:
-    s = cls.__new__(cls)
-    _init(s, session_id, str(_folder() / "shared.db"), None)
-    return s
+class _Unsupported(NotImplementedError):
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"{_state['test']} builds {what}: TetherSession has no counterpart of that "
+            "option; if the test does not apply, list it in EXCLUDE with the reason"
+        )
+
+
+def _place(*key: Any) -> str:
+    """The database file (a store key on memory://) of a client: one per distinct
+    client object (kept alive for the test) and database."""
+    places: dict[tuple[Any, ...], tuple[Any, str]] = _state["places"]
+    k = (key[0], id(key[1]), *key[2:])
+    if k not in places:
+        places[k] = (key[1], str(_folder() / f"{key[0]}-{len(places)}.db"))
+    return places[k][1]
 
 
 @pytest.fixture(autouse=True)
 def _tether_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
     _state["test"] = request.node.nodeid
     module = request.module
-    for name, cls in (("SQLiteSession", SQLiteSession), ("AsyncSQLiteSession", AsyncSQLiteSession)):
-        if hasattr(module, name):
-            monkeypatch.setattr(module, name, cls)
-    if hasattr(module, "_create_test_session"):  # the Redis tests
+    for cls in (SQLiteSession, AsyncSQLiteSession, RedisSession, MongoDBSession):
+        if hasattr(module, cls.__name__):
+            monkeypatch.setattr(module, cls.__name__, cls)
+    if hasattr(module, "USE_FAKE_REDIS"):
+        # The Redis tests' in-memory Redis (fakeredis, when installed) is the plugin's
+        # store: their helpers build RedisSession(redis_client=fake_redis, ...).
+        monkeypatch.setattr(module, "USE_FAKE_REDIS", True)
+        monkeypatch.setattr(module, "fake_redis", _REDIS)
+    if hasattr(module, "_create_owned_redis_session"):  # it patches redis.from_url
 
-        async def create_test(session_id: str | None = None) -> TetherSession:
-            return _helper_session(RedisSession, session_id or "test_session")
+        def owned(session_id: str) -> TetherSession:
+            return RedisSession(session_id, redis_client=_REDIS, key_prefix="test:")
 
-        original = module._create_redis_session
-
-        async def create_redis(
-            session_id: str, key_prefix: str = "test:", ttl: int | None = None
-        ) -> Any:
-            if key_prefix != "test:" or ttl is not None:
-                return await original(session_id, key_prefix, ttl)
-            return _helper_session(RedisSession, session_id)
-
-        monkeypatch.setattr(module, "_create_test_session", create_test)
-        monkeypatch.setattr(module, "_create_redis_session", create_redis)
-    if hasattr(module, "_make_session"):  # the MongoDB tests
-        make = module._make_session
-
-        def make_session(session_id: str = "test-session", **kwargs: Any) -> Any:
-            if kwargs:
-                return make(session_id, **kwargs)
-            return _helper_session(MongoDBSession, session_id)
-
-        monkeypatch.setattr(module, "_make_session", make_session)
+        monkeypatch.setattr(module, "_create_owned_redis_session", owned)
     yield
     while _sessions:
         s = _sessions.pop()
@@ -145,12 +226,13 @@ def _tether_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
         store, bridge = _stores.popitem()[1]
         bridge.run_sync(store.close)
         bridge.stop()
+    _state["places"].clear()
     while _tmp:
         _tmp.pop().cleanup()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    select: dict[str, dict[str, list[str]]] = json.loads(os.environ["TETHER_OA_SELECT"])
+    exclude: dict[str, list[str]] = json.loads(os.environ["TETHER_OA_EXCLUDE"])
     seen: dict[str, set[str]] = {}
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
@@ -158,19 +240,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         path = item.nodeid.split("::", 1)[0]
         name = getattr(item, "originalname", item.name)
         seen.setdefault(path, set()).add(name)
-        rule = select.get(path, {})
-        if ("only" in rule and name not in rule["only"]) or name in rule.get("exclude", []):
-            drop.append(item)
-        else:
-            keep.append(item)
+        (drop if name in exclude.get(path, []) else keep).append(item)
+    # (the calling test also checks the lists against the files' source, which holds
+    # for a file skipped whole at import, whose tests are never collected)
     stale = [
         f"{path}::{name}"
-        for path, rule in select.items()
-        for name in rule.get("only", []) + rule.get("exclude", [])
-        if name not in seen.get(path, set())
+        for path, names in exclude.items()
+        if path in seen
+        for name in names
+        if name not in seen[path]
     ]
     if stale:
-        raise pytest.UsageError(f"listed tests that do not exist: {stale}")
+        raise pytest.UsageError(f"excluded tests that do not exist: {stale}")
     config.hook.pytest_deselected(items=drop)
     items[:] = keep
 
@@ -180,16 +261,20 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         previous = _state["outcomes"].get(report.nodeid)
         if previous in (None, "passed"):
             _state["outcomes"][report.nodeid] = report.outcome
+    if report.skipped:
+        longrepr = report.longrepr
+        why = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        _state["skipped"][report.nodeid] = why
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     out = os.environ.get("TETHER_OA_REPORT")
     if out:
-        outcomes = _state["outcomes"]
         Path(out).write_text(
             json.dumps(
                 {
-                    "outcomes": outcomes,
+                    "outcomes": _state["outcomes"],
+                    "skipped": _state["skipped"],
                     "built": sorted(t for t in _state["built"] if t),
                 }
             )

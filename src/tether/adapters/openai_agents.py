@@ -7,7 +7,8 @@
 
 Needs the ``openai-agents`` extra; the core never imports the SDK.
 
-The session is the tether thread ``thread:<session_id>`` of ``namespace``. Each
+The session is the tether thread ``thread:<session_id>`` of ``namespace`` (the empty
+id, which the SDK's sessions accept, is ``thread:%``; a leading ``%`` is ``%25``). Each
 item is one node that keeps the SDK's item JSON (``payload["item"]``, less the
 text the graph field already holds: see ``_compact``; read back exactly) beside the
 fields of docs/graph-encoding.md, so tether's conversation views,
@@ -53,7 +54,7 @@ from ..store import Store, open_store
 from ..store.txn import Transaction, transact
 from ._sync import LoopBridge
 
-__all__ = ["InvalidItem", "SessionClosed", "TetherSession"]
+__all__ = ["InvalidItem", "InvalidSessionId", "SessionClosed", "TetherSession"]
 
 T = TypeVar("T")
 
@@ -66,9 +67,34 @@ class InvalidItem(InvalidRequest, TypeError):
 
 
 class SessionClosed(TetherError, RuntimeError):
-    """The session was closed. A ``RuntimeError``, as the SDK's ``SQLiteSession`` raises."""
+    """The session was closed. A ``RuntimeError`` reading ``"<class> is closed"``, exactly
+    as the SDK's sessions raise (the code is ``.code``, not in the text)."""
 
     default_code = "session_closed"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InvalidSessionId(InvalidRequest, TypeError):
+    """A ``session_id`` that is not a string: ``TypeError("session_id must be a string")``,
+    as the SDK's ``MongoDBSession`` raises (the code is ``.code``, not in the text)."""
+
+    default_code = "invalid_session_id"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _thread_scope(session_id: Any) -> str:
+    """``thread:<session_id>``; the empty id (the SDK's sessions accept it) is
+    ``thread:%`` and a leading ``%`` is written ``%25``, so the mapping stays one-to-one
+    (as the ADK adapter's user ids)."""
+    if not isinstance(session_id, str):
+        raise InvalidSessionId("session_id must be a string", field="session_id")
+    if not session_id:
+        return scopes.thread("%")
+    return scopes.thread("%25" + session_id[1:] if session_id.startswith("%") else session_id)
 
 
 class _Closed:
@@ -244,8 +270,8 @@ class TetherSession:
         llm: str = "agent",
         session_settings: SessionSettings | dict[str, Any] | None = None,
     ) -> None:
+        self.scope = _thread_scope(session_id)
         self.session_id = session_id
-        self.scope = scopes.thread(session_id)
         self.store = store
         self.namespace = namespace
         self.llm = llm
@@ -293,8 +319,8 @@ class TetherSession:
         return _Closed()
 
     def _closed_message(self) -> str:
-        # The SDK's sessions say "<class> is closed" (SQLiteSession, AsyncSQLiteSession...).
-        return f"{type(self).__name__} is closed (session {self.session_id!r})"
+        # Exactly the SDK's text: "SQLiteSession is closed", "MongoDBSession is closed"...
+        return f"{type(self).__name__} is closed"
 
     async def _run(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         if self._closed:

@@ -107,6 +107,10 @@ def test_floor_gap_quick_run(tmp_path: Path) -> None:
     )
     assert again.returncode == 0 and again.stdout.strip() == proc.stdout.strip()
 
+    section = _load("run").floor_gap_section({"floor_gap": g})  # the README's block
+    assert section[0].startswith("**Where tether's gap to the floor goes**")
+    assert section[2:-1] == fg.table(g)
+
     verdict = _load("verdict")
     rest = verdict.where_the_rest_goes(g)
     assert [r.split("**")[1] for r in rest] == [

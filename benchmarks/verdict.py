@@ -271,8 +271,8 @@ def where_the_rest_goes(g: dict[str, Any]) -> list[str]:
             d = _get(g, "cpu", sync, w)
             tc, rc = _get(d, "tether", "cpu_us"), _get(d, "tether_replay", "cpu_us")
             fc, frc = _get(d, "floor", "cpu_us"), _get(d, "floor_replay", "cpu_us")
-            if tc is None or rc is None or fc is None:
-                continue
+            if tc is None or rc is None or fc is None or _get(d, "tether_python_us") is None:
+                continue  # no replay, or one that missed statements: no split to state
             where = f"{m.get('threads', '?')} threads" if w == "many" else "one thread"
             cpu_bits.append(
                 f"{what}, {where}: tether {tc:.0f} us (SQLite {rc:.0f}, Python {tc - rc:.0f}) "

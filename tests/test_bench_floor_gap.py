@@ -78,6 +78,8 @@ def test_floor_gap_quick_run(tmp_path: Path) -> None:
         assert t["statements_per_turn"] >= 5
         assert t["statements_by_keyword"]["INSERT"] >= 2
         assert t["statements_by_keyword"]["COMMIT"] == 1
+        for x in (t, f):  # the replay runs every statement the system ran
+            assert x["recorded_statements_per_turn"] == x["statements_per_turn"]
 
     for sync in ("NORMAL", "FULL"):
         for w in ("single", "many"):
@@ -85,6 +87,7 @@ def test_floor_gap_quick_run(tmp_path: Path) -> None:
             for s in ("tether", "floor", "tether_replay", "floor_replay"):
                 assert d[s]["cpu_us"] > 0 and d[s]["wall_us"] > 0
                 assert d[s]["synchronous"] == [sync]
+            assert d["replay_complete"]
             assert d["tether_python_us"] == pytest.approx(
                 d["tether"]["cpu_us"] - d["tether_replay"]["cpu_us"]
             )
@@ -151,7 +154,17 @@ def test_floor_verdict_says_only_what_was_measured() -> None:
     results["floor_gap"] = {
         "meta": {"threads": 200, "repeats": 3, "load_runs": 5},
         "frames": {"many": {"tether": frames, "floor": floor}},  # single thread missing
-        "cpu": {"NORMAL": {"many": {"tether": {"cpu_us": 129.0}, "floor": {"cpu_us": 32.0}}}},
+        # the replay missed statements: no split, so no CPU sentence
+        "cpu": {
+            "NORMAL": {
+                "many": {
+                    "tether": {"cpu_us": 129.0},
+                    "tether_replay": {"cpu_us": 50.0},
+                    "floor": {"cpu_us": 32.0},
+                    "tether_python_us": None,
+                }
+            }
+        },
     }
     head, *rest = verdict.floor_gap(results)
     assert "Where the rest goes" in head

@@ -49,7 +49,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from tether import InvalidRequest
 from tether.adapters._lg_codec import array_header, join_array, split_items
 from tether.adapters._lg_values import ValueCodec
-from tether.adapters._values import TreeBuilder
+from tether.adapters._values import FANOUT, TreeBuilder
 from tether.adapters.langgraph import TetherSaver
 from tether.store import Store, open_store
 from tether.store.in_memory import MemoryStore
@@ -705,8 +705,9 @@ async def test_edits_anywhere_in_a_growing_list_are_stored() -> None:
 @given(growth=st.lists(st.integers(min_value=0, max_value=400), min_size=1, max_size=6))
 def test_a_grown_list_builds_the_same_tree_as_from_scratch(growth: list[int]) -> None:
     """The tree of a list that extends the slot's previous one reuses that tree's
-    nodes, and is node for node the tree built from every element id; what it plans
-    as new, plus the previous tree, is every node it needs."""
+    nodes, and is node for node the tree built from the element ids of its whole
+    chunks, the rest named in the reference; what it plans as new, plus the
+    previous reference's nodes, is every node it needs."""
     codec, fresh = ValueCodec(), ValueCodec()
     serde = TetherSaver(MemoryStore()).serde
     slot = ("thread:t", "", "items")
@@ -717,12 +718,15 @@ def test_a_grown_list_builds_the_same_tree_as_from_scratch(growth: list[int]) ->
         ref, plan = codec.encode(serde, "agent", items, slot)
         want_ref, want = fresh.encode(serde, "agent", items)  # no slot: built from scratch
         elements = [p.id for p in want.all() if p.payload.get("lg") == "el"]
-        root, tree = TreeBuilder().build(elements, [p.payload["v"]["b"] for p in want.elements])
-        assert ref == want_ref and ref["l"] == root
+        full = len(elements) - len(elements) % FANOUT
+        forms = [p.payload["v"]["b"] for p in want.elements]
+        root, tree = TreeBuilder().build(elements[:full], forms[:full])
+        assert ref == want_ref and ref["l"] == root and ref["n"] == len(items)
+        assert ref.get("t", []) == elements[full:]
         assert [p.id for p in plan.all()] == [p.id for p in want.all()]
-        assert {p.id for p in tree} <= {p.id for p in plan.all()}
+        assert {p.id for p in tree} == {p.id for p in plan.all()} - set(elements)
         if plan.base is not None:
-            assert plan.base in before
+            assert set(plan.base) <= before
             assert {p.id for p in plan.all()} <= before | {p.id for p in plan.new}
             assert set(plan.stored) <= before
         before = {p.id for p in plan.all()}
@@ -881,3 +885,132 @@ async def test_a_langgraph_thread_reads_as_a_conversation(tmp_path: Path) -> Non
         *turn,
     ]
     assert conv.item_count == 8
+
+
+# -- the previous stored layout -----------------------------------------------------
+
+
+async def _put_previous_layout(store: Store, msgs: list[Any], cfg_value: Any) -> str:
+    """One checkpoint of thread ``old`` as the saver wrote it before the tail form:
+    the list's tree over every element (its last leaf unfinished), a ``val`` node for
+    a small dict, and one ``w`` node per pending write. Returns the checkpoint id."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from tether.adapters._lg_codec import content, pack
+    from tether.store.txn import transact
+
+    serde = TetherSaver(store).serde
+    codec = ValueCodec()
+    elements = [codec.element(serde, "agent", m) for m in msgs]
+    assert len(elements) % FANOUT, "the last leaf must be unfinished"
+    root, seq = TreeBuilder().build(
+        [p.id for p in elements], [p.payload["v"]["b"] for p in elements]
+    )
+    assert root is not None
+    write_el = codec.element(serde, "agent", HumanMessage("pending", id="p1"))
+    write_root, write_seq = TreeBuilder().build([write_el.id], [write_el.payload["v"]["b"]])
+    assert write_root is not None
+    val = {"lg": "val", "v": content(serde, cfg_value)[0]}
+    cp = empty_checkpoint()
+    cp["channel_versions"] = {"messages": 1, "cfg": 1}
+    header = {k: v for k, v in cp.items() if k != "channel_values"}
+    cid = cp["id"]
+
+    async def fn(txn: Any) -> None:
+        scope = "thread:old"
+        for p in [*elements, *seq, write_el, *write_seq]:
+            await txn.append(scope, p.kind, p.payload, parents=p.parents)
+        v = await txn.append(scope, "resource", val, parents=[])
+        node = await txn.append(
+            scope,
+            "resource",
+            {
+                "lg": "cp",
+                "ns": "",
+                "id": cid,
+                "parent": None,
+                "ts": cp["ts"],
+                "checkpoint": pack(serde, header),
+                "metadata": pack(serde, {"source": "input", "step": -1}),
+                "values": {"cfg": {"b": v.id}, "messages": {"l": root, "n": len(msgs)}},
+            },
+            parents=sorted({*(await txn.frontier(scope)), root, v.id}),
+            resource_key="lgc:;cp",
+        )
+        await txn.append(
+            scope,
+            "resource",
+            {"lg": "id", "id": cid, "cp": node.id},
+            parents=[node.id],
+            resource_key=f"lgi:;{cid}",
+        )
+        for idx, (channel, ref) in enumerate(
+            [("messages", {"l": write_root, "n": 1}), ("note", {"j": "text"})]
+        ):
+            await txn.append(
+                scope,
+                "resource",
+                {
+                    "lg": "w",
+                    "cp": cid,
+                    "task": "task-1",
+                    "idx": idx,
+                    "channel": channel,
+                    "path": "",
+                    "value": ref,
+                },
+                parents=sorted({node.id, *([write_root] if "l" in ref else [])}),
+                resource_key=f"lgw:;{cid}",
+            )
+
+    await transact(store, "default", fn)
+    return cid
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_a_thread_in_the_previous_layout_loads_and_grows(
+    backend: str, tmp_path: Path
+) -> None:
+    """Threads written before lists kept their last chunk in the reference and writes
+    shared one node still read exactly, take new writes and grow."""
+    store: Store = MemoryStore() if backend == "memory" else await _sqlite(tmp_path)
+    msgs: list[Any] = [HumanMessage(f"m{i}", id=f"h{i}") for i in range(FANOUT + 5)]
+    cfg_value = {"temperature": 0.5, "tags": ["a", "b"]}
+    cid = await _put_previous_layout(store, msgs, cfg_value)
+    saver = TetherSaver(store)
+    config: RunnableConfig = {
+        "configurable": {"thread_id": "old", "checkpoint_ns": "", "checkpoint_id": cid}
+    }
+    got = await saver.aget_tuple({"configurable": {"thread_id": "old"}})
+    assert got is not None and got.config["configurable"]["checkpoint_id"] == cid
+    assert got.checkpoint["channel_values"] == {"messages": msgs, "cfg": cfg_value}
+    assert got.pending_writes == [
+        ("task-1", "messages", [HumanMessage("pending", id="p1")]),
+        ("task-1", "note", "text"),
+    ]
+    # a write already stored in the old form is not stored again; a new one is
+    again = [("messages", ["again"]), ("note", "again"), ("extra", 7)]
+    await saver.aput_writes(config, again, "task-1")
+    got = await saver.aget_tuple(config)
+    assert got is not None
+    assert [w[1:] for w in got.pending_writes] == [
+        ("messages", [HumanMessage("pending", id="p1")]),
+        ("note", "text"),
+        ("extra", 7),
+    ]
+    # a new checkpoint carries the old dict and extends the old list
+    grown = [*msgs, AIMessage("new", id="a-new")]
+    cp = generate_checkpoint(
+        channel_values={"messages": grown, "cfg": cfg_value},
+        channel_versions={"messages": 2, "cfg": 1},
+    )
+    new_cfg = await saver.aput(config, cp, generate_metadata(step=0), {"messages": 2})
+    for reader in (saver, TetherSaver(store)):  # cached bytes, then the nodes
+        latest = await reader.aget_tuple(new_cfg)
+        assert latest is not None
+        assert latest.checkpoint["channel_values"] == {"messages": grown, "cfg": cfg_value}
+        old = await reader.aget_tuple(config)
+        assert old is not None and old.checkpoint["channel_values"]["messages"] == msgs
+    listed = [t.config["configurable"]["checkpoint_id"] async for t in saver.alist(None)]
+    assert listed == [cp["id"], cid]
+    await store.close()

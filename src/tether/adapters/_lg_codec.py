@@ -11,8 +11,12 @@ Three payload forms:
   scalars whose canonical hash cannot collide (``_values.is_json_scalar``),
   everything else through the serializer, so ``1``, ``1.0`` and ``True`` (equal
   in canonical JSON) never share a node;
-* a *reference* in a checkpoint or write: ``{"j": scalar}`` inline,
-  ``{"b": value node id}`` or ``{"l": seq tree root, "n": length}`` for a list;
+* a *reference* in a checkpoint or write: ``{"j": scalar}`` inline, ``{"i":
+  content}`` for a small value stored inline (in ``content``'s form),
+  ``{"b": value node id}`` or ``{"l": seq tree root, "n": length, "t": [element
+  ids]}`` for a list (the tree holds the whole chunks of ``FANOUT`` elements, ``t``
+  the elements after them; a reference without ``t``, as the saver wrote before,
+  has every element under its tree);
   ``{"d": reference}`` for LangGraph's ``_DeltaSnapshot`` of the value referenced.
 """
 
@@ -75,9 +79,10 @@ def ref_ids(ref: dict[str, Any]) -> list[str]:
         return ref_ids(ref["d"])
     if "b" in ref:
         return [ref["b"]]
-    if ref.get("l"):
-        return [ref["l"]]
-    return []
+    out = [ref["l"]] if ref.get("l") else []
+    if "t" in ref:
+        out.extend(ref["t"])
+    return out
 
 
 # -- LangChain messages as conversation nodes ------------------------------------

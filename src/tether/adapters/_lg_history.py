@@ -42,6 +42,7 @@ from ._lg_keys import (
     thread_scope,
     w_key,
     w_prefix,
+    write_records,
 )
 
 if TYPE_CHECKING:
@@ -60,7 +61,8 @@ class _Pages:
         self.cp_key, self.w_prefix = cp_key(e), w_prefix(e)
         self.nodes: dict[str, CausalNode] = {}
         self.checkpoints: dict[str, CausalNode] = {}  # checkpoint id -> its newest put
-        self.writes: dict[str, list[dict[str, Any]]] = {}  # checkpoint id -> newest first
+        # checkpoint id -> its single writes (``write_records``), newest first
+        self.writes: dict[str, list[dict[str, Any]]] = {}
         self.before: int | None = None
         self.done = False
 
@@ -77,7 +79,8 @@ class _Pages:
             if rk == cp:
                 self.checkpoints.setdefault(n.payload["id"], n)
             elif rk.startswith(wp):
-                self.writes.setdefault(rk[n_wp:], []).append(n.payload)
+                # newest first: a node's own writes go in reverse, as if one node each
+                self.writes.setdefault(rk[n_wp:], []).extend(write_records([n.payload])[::-1])
         if page:
             self.before = page[-1].sequence
         self.done = len(page) < self.page

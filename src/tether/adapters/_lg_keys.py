@@ -67,12 +67,26 @@ def thread_scope(thread_id: Any) -> str:
     return scopes.thread(str(thread_id))
 
 
+def write_records(stored: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The single writes in payloads of write nodes, in stored order: a ``ws`` node
+    holds every write of one ``put_writes`` call (``writes``: idx, channel, value),
+    a ``w`` node (as the saver wrote before) one write."""
+    out: list[dict[str, Any]] = []
+    for p in stored:
+        if p.get("lg") == "ws":
+            base = {"cp": p["cp"], "task": p["task"], "path": p["path"]}
+            out.extend({**base, **w} for w in p["writes"])
+        else:
+            out.append(p)
+    return out
+
+
 def effective_writes(stored: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """LangGraph's write rules over a checkpoint's writes, oldest first: a regular
     (task, idx) keeps its first write, a special one (error, interrupt...) its last;
-    the result is in ``writes_sort_key`` order."""
+    the result is in ``writes_sort_key`` order. ``stored``: write node payloads."""
     by_key: dict[tuple[str, int], dict[str, Any]] = {}
-    for w in stored:
+    for w in write_records(stored):
         key = (w["task"], w["idx"])
         if key not in by_key or w["idx"] < 0:
             by_key[key] = w

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from binascii import a2b_base64
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain
@@ -36,6 +37,7 @@ from ._lg_codec import (
     identify,
     join_array,
     message_fields,
+    ref_ids,
     split_items,
     stored_form,
 )
@@ -44,6 +46,7 @@ from ._values import FANOUT, LRU, ByteLRU, Planned, TreeBuilder, dedupe, is_json
 List = list  # ``ValueCodec.list`` shadows the builtin inside the class body
 
 _INLINE_STR: Final = 256  # strings up to this long sit in the checkpoint node itself
+_INLINE_VALUE: Final = 1024  # other values serialized to this many bytes too (``{"i": ...}``)
 
 Slot = tuple[str, str, str]  # (thread scope, checkpoint ns, channel)
 
@@ -60,11 +63,14 @@ class Plan:
     of ``new``, all nodes of the base tree) are stored: the saver appends O(new
     elements) nodes instead of checking every one. The caller decides which
     form applies, from what it knows is stored at the transaction's generation.
+
+    ``base`` lists the previous reference's nodes (its tree root, if any, and its
+    tail elements, ``encode``): all of them must be stored for the short form.
     """
 
     elements: List[Planned] = field(default_factory=list)
     levels: List[List[Planned]] = field(default_factory=list)
-    base: str | None = None
+    base: List[str] | None = None
     new: List[Planned] = field(default_factory=list)
     stored: List[str] = field(default_factory=list)
 
@@ -78,7 +84,8 @@ class _Last:
 
     whole: bytes  # the list as one msgpack array
     elements: List[Planned]
-    levels: List[List[Planned]]  # the seq tree, leaves first; levels[-1] == [root]
+    levels: List[List[Planned]]  # the tree of the full chunks, leaves first; [-1] == [root]
+    ref: dict[str, Any]  # the reference the encode returned
 
 
 class ValueCodec:
@@ -170,19 +177,19 @@ class ValueCodec:
             out.append(planned)
         return out, b, shared
 
-    def tree(self, elements: List[Planned], prev: _Last | None) -> tuple[List[List[Planned]], int]:
-        """The seq tree of ``elements`` (levels, leaves first: the nodes
-        ``TreeBuilder.build`` makes), and how many leading elements are ``prev``'s
-        (``prev``: the slot's previous list, whose elements are a prefix of these).
+    def tree(self, elements: List[Planned], prev: _Last | None) -> List[List[Planned]]:
+        """The seq tree of ``elements`` (whole chunks only: levels, leaves first, the
+        nodes ``TreeBuilder.build`` makes), where ``prev`` is the slot's previous list,
+        whose elements start these.
 
-        With ``prev``, every chunk that lies inside the shared prefix is ``prev``'s
-        node, at every level: only the chunks from the first changed one on are
-        built, so the work follows the new elements, not the list.
+        With ``prev``, every chunk that lies inside the part of the list ``prev``'s
+        tree covers is ``prev``'s node, at every level: only the chunks from the
+        first changed one on are built, so the work follows the new elements.
         """
         if not elements:
-            return [], 0
-        keep = len(prev.elements) if prev is not None else 0
+            return []
         prev_levels = prev.levels if prev is not None else []
+        keep = len(prev_levels[0]) * FANOUT if prev_levels else 0
         levels: List[List[Planned]] = []
         below: List[Planned] = elements
         level = 0
@@ -196,7 +203,7 @@ class ValueCodec:
                 nodes.append(self.trees._node(level, tuple(p.id for p in chunk), forms))
             levels.append(nodes)
             if len(nodes) == 1:
-                return levels, len(prev.elements) if prev is not None else 0
+                return levels
             below, keep, level = nodes, full, level + 1
 
     def encode(
@@ -209,23 +216,31 @@ class ValueCodec:
             inner, plan = self.encode(serde, llm, value[0], slot)
             return {"d": inner}, plan
         if type(value) is list:
+            # The tree covers the whole chunks; the last, unfinished chunk's elements
+            # are named in the reference itself (``t``), so a put that appends a few
+            # elements stores them and no tree node, until a chunk fills.
             elements, whole, prev = self.list(serde, llm, value, slot)
-            levels, kept = self.tree(elements, prev)
-            root = levels[-1][0].id if levels else None
-            if root is not None and whole is not None:
-                self.lists.put(root, whole)
-            if slot is not None and whole is not None:
-                self.last.put(slot, _Last(whole, elements, levels))
+            full = len(elements) - len(elements) % FANOUT
+            levels = self.tree(elements[:full], prev)
+            ref: dict[str, Any] = {"l": levels[-1][0].id if levels else None, "n": len(elements)}
+            if full < len(elements):
+                ref["t"] = [p.id for p in elements[full:]]
+            if whole is not None:
+                self.lists.put(list_key(ref), whole)
+                if slot is not None:
+                    self.last.put(slot, _Last(whole, elements, levels, ref))
             plan = Plan(elements=elements, levels=levels)
-            if prev is not None and prev.levels and levels:
-                plan.base = prev.levels[-1][0].id
-                plan.new = _fresh(elements, levels, prev, kept)
+            if prev is not None:
+                plan.base = ref_ids(prev.ref)
+                plan.new = _fresh(elements, levels, prev)
                 ids = {p.id for p in plan.new}
                 plan.stored = sorted({q for p in plan.new for q in p.parents if q not in ids})
-            return {"l": root, "n": len(elements)}, plan
+            return ref, plan
         if is_json_scalar(value) and (type(value) is not str or len(value) <= _INLINE_STR):
             return {"j": value}, Plan()
-        v, _ = content(serde, value)
+        v, ident = content(serde, value)
+        if len(ident) <= _INLINE_VALUE:
+            return {"i": v}, Plan()  # small: in the checkpoint or write itself
         payload = {"lg": "val", "v": v}
         nid = node_id("resource", (), payload)
         return {"b": nid}, Plan(
@@ -254,12 +269,13 @@ class ValueCodec:
         for r in refs:
             if "b" in r:
                 want.add(r["b"])
-            elif r.get("l"):
-                whole = self.lists.get(r["l"])
+            elif r.get("l") or r.get("t"):
+                key = list_key(r)
+                whole = self.lists.get(key)
                 if whole is None:
-                    want.add(r["l"])
+                    want.update(ref_ids(r))
                 else:
-                    cached[r["l"]] = whole
+                    cached[key] = whole
         while want:
             got = {i: known[i] for i in want if i in known} if known else {}
             if len(got) < len(want):
@@ -290,39 +306,47 @@ class ValueCodec:
                 for child in p["items"]:
                     leaves(child, into)
 
-        def load_list(root: str) -> List[Any]:
-            whole = cached.get(root)
+        def load_list(r: dict[str, Any]) -> List[Any]:
+            key = list_key(r)
+            whole = cached.get(key)
             if whole is None:
                 vs: List[dict[str, Any]] = []
-                leaves(root, vs)
+                if r.get("l"):
+                    leaves(r["l"], vs)
+                vs.extend(nodes[i].payload["v"] for i in r.get("t", ()))
+                if len(vs) != r.get("n", len(vs)):
+                    raise StoreError(
+                        f"list {key} holds {len(vs)} elements, its reference says {r['n']}",
+                        scope=scope,
+                    )
                 if not all(v.get("s") == "msgpack" for v in vs):
                     return [decode_content(serde, v) for v in vs]
-                whole = join_array([base64.b64decode(v["b"]) for v in vs])
-                self.lists.put(root, whole)
+                whole = join_array([a2b_base64(v["b"]) for v in vs])
+                self.lists.put(key, whole)
             value = serde.loads_typed(("msgpack", whole))
             if type(value) is not list:
-                raise StoreError(f"list node {root} did not decode to a list", scope=scope)
+                raise StoreError(f"list {key} did not decode to a list", scope=scope)
             return value
 
         out: List[Any] = []
         for r, snap in zip(refs, snapshot, strict=True):
             if "j" in r:
                 value = r["j"]
+            elif "i" in r:
+                value = decode_content(serde, r["i"])
             elif "b" in r:
                 value = decode_content(serde, nodes[r["b"]].payload["v"])
             else:
-                value = load_list(r["l"]) if r.get("l") else []
+                value = load_list(r) if r.get("l") or r.get("t") else []
             out.append(_DeltaSnapshot(value) if snap else value)
         return out
 
 
-def _fresh(
-    elements: List[Planned], levels: List[List[Planned]], prev: _Last, kept: int
-) -> List[Planned]:
-    """The nodes of a list's plan that are not nodes of ``prev``'s tree: the elements
-    after the kept prefix, and each level's nodes that are not ``prev``'s (a level
-    keeps a leading run of ``prev``'s nodes, ``tree``)."""
-    out = list(elements[kept:])
+def _fresh(elements: List[Planned], levels: List[List[Planned]], prev: _Last) -> List[Planned]:
+    """The nodes of a list's plan that are not nodes of ``prev``'s reference: the
+    elements after ``prev``'s (a prefix of these), and each level's nodes that are
+    not ``prev``'s (a level keeps a leading run of ``prev``'s nodes, ``tree``)."""
+    out = list(elements[len(prev.elements) :])
     for level, nodes in enumerate(levels):
         old = prev.levels[level] if level < len(prev.levels) else []
         i = 0
@@ -330,6 +354,15 @@ def _fresh(
             i += 1
         out.extend(nodes[i:])
     return dedupe(out)
+
+
+def list_key(ref: dict[str, Any]) -> str:
+    """What names a list reference's value: its root, with its tail if it has one."""
+    tail = ref.get("t")
+    if not tail:
+        return str(ref["l"])
+    joined = "\0".join([ref.get("l") or "", *tail]).encode()
+    return "t_" + hashlib.blake2b(joined, digest_size=16).hexdigest()
 
 
 def _form(p: Planned) -> str | None:

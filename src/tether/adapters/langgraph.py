@@ -29,7 +29,9 @@ How a LangGraph thread maps onto tether (docs/adapters.md has the whole story):
   along in the payload (``v``). A put serializes the whole list in one call, as
   LangGraph's savers do (so edits made in place are stored), and stores only
   the elements whose bytes are new; a read decodes the list in one call.
-* Pending writes are nodes under ``lgw:<ns>;<checkpoint id>``.
+* Pending writes are nodes under ``lgw:<ns>;<checkpoint id>``: one node per
+  ``put_writes`` call (``ws``, its writes in order); threads written before hold
+  one node per write (``w``), read the same way (``_lg_keys.write_records``).
 * ``delete_thread`` and ``prune(strategy="delete")`` reset the thread scope
   (the nodes are gone). ``delete_for_runs`` and ``prune("keep_latest")`` hide
   checkpoints with a tombstone (``lgc:<ns>;del``): the graph stays append-only,
@@ -81,6 +83,7 @@ from ._lg_keys import (
     odd_key,
     thread_scope,
     w_key,
+    write_records,
 )
 from ._lg_values import Plan, ValueCodec
 from ._sync import LoopBridge
@@ -91,9 +94,9 @@ __all__ = ["TetherSaver"]
 _PAGE: Final = 256
 _ALL: Final = 1_000_000  # "every version" for the few small per-checkpoint keys
 _GUESS: Final = 16  # up to this many unseen planned nodes are taken as new without a read
-_LG_TYPES: Final = frozenset({"el", "val", "seq", "cp", "id", "w", "del", "odd"})
+_LG_TYPES: Final = frozenset({"el", "val", "seq", "cp", "id", "w", "ws", "del", "odd"})
 _CONTENT_TYPES: Final = frozenset({"el", "val", "seq"})
-_TIP_KEYS: Final = 64  # resource heads a tip remembers (the newest ones)
+_TIP_KEYS: Final = 16  # resource heads a tip remembers (the newest ones)
 _TIP_ALL: Final = 2048  # a tip lists its scope's every resource key up to this many
 
 
@@ -135,10 +138,12 @@ class _Scope:
         self.nodes: dict[str, CausalNode | None] = {}
         self.writes: dict[str, frozenset[tuple[str, int]]] = {}
         self.keys: set[int] | None = None  # every resource key at the start (``_Tip``)
+        self.seeded: Head | None = None  # the tip's head, which the known heads are at
         if tip is not None:
             txn.seed(scope, tip.head)
-            for k, n in tip.nodes.items():
-                txn.hint_resource(scope, k, None if n is None else n.id, at=tip.head)
+            self.seeded = tip.head
+            # The known resource heads are handed to the transaction one key at a time,
+            # when asked for (``resource_head``): a put touches three or four keys.
             self.nodes = dict(tip.nodes)
             self.writes = dict(tip.writes)
             self.keys = tip.keys
@@ -150,8 +155,15 @@ class _Scope:
         return self.start
 
     async def resource_head(self, key: str) -> CausalNode | None:
+        """The key's head at the start; an append to the key reuses it (no read)."""
         if key in self.nodes:
-            return self.nodes[key]
+            node = self.nodes[key]
+            if self.seeded is not None:
+                # known at the seeded head (or read at it): a no-op for another head
+                self.txn.hint_resource(
+                    self.scope, key, None if node is None else node.id, at=self.seeded
+                )
+            return node
         if self.keys is not None and self.start is not None and hash(key) not in self.keys:
             # no version at the head this attempt computes against
             self.txn.hint_resource(self.scope, key, None, at=self.start)
@@ -615,11 +627,11 @@ class TetherSaver(BaseCheckpointSaver[str]):
         planned: builtins.list[Planned] = []
         hints: builtins.list[str] = list(stored)
         for plan in plans:
-            if plan.base is not None and plan.base in known:
-                # The slot's previous tree is stored at this generation: only its
+            if plan.base is not None and all(b in known for b in plan.base):
+                # The slot's previous list is stored at this generation: only its
                 # new nodes can be missing (``Plan``).
                 planned.extend(plan.new)
-                hints.append(plan.base)
+                hints.extend(plan.base)
                 hints.extend(plan.stored)
             else:
                 planned.extend(plan.all())
@@ -748,6 +760,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
             parents = set(frontier)
             for ref in refs.values():
                 parents.update(ref_ids(ref))
+            await view.resource_head(cp_key(e))  # the append names it (known: no read)
             node = await txn.append(
                 scope, "resource", payload, parents=sorted(parents), resource_key=cp_key(e)
             )
@@ -806,7 +819,9 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 known = view.writes.get(wk)
                 if known is None:
                     stored = await self.store.versions(self.namespace, scope, wk, limit=_ALL)
-                    known = frozenset((w.payload["task"], w.payload["idx"]) for w in stored)
+                    known = frozenset(
+                        (w["task"], w["idx"]) for w in write_records([w.payload for w in stored])
+                    )
                 have = set(known)
             # The checkpoint node this saver put for cid at this generation, if any (a
             # pointer is never removed but by a reset, which bumps the generation); else
@@ -817,15 +832,20 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 anchor = ptr.payload.get("cp") if ptr is not None else None
                 if ptr is None and encoded:
                     await self._mark_odd(txn, scope, e, cid)
-            added: builtins.list[str] = []
-            # the anchor is a checkpoint node put (and committed) at this generation
-            anchored = [anchor] if anchor else []
+            # One node holds this call's writes (``ws``), in order; a regular write
+            # is stored once per (task, idx), LangGraph's rule.
+            batch: builtins.list[tuple[int, str, dict[str, Any], Plan]] = []
             for idx, channel, (ref, plan) in encoded:
                 if idx >= 0 and (task_id, idx) in have:
-                    continue  # LangGraph: a regular write is stored once per (task, idx)
+                    continue
                 have.add((task_id, idx))
-                added += await self._append_missing(txn, scope, [plan], anchored)
-                parents = set(ref_ids(ref))
+                batch.append((idx, channel, ref, plan))
+            added: builtins.list[str] = []
+            if batch:
+                # the anchor is a checkpoint node put (and committed) at this generation
+                anchored = [anchor] if anchor else []
+                added += await self._append_missing(txn, scope, [b[3] for b in batch], anchored)
+                parents = {i for b in batch for i in ref_ids(b[2])}
                 if anchor:
                     parents.add(anchor)
                 else:
@@ -834,13 +854,14 @@ class TetherSaver(BaseCheckpointSaver[str]):
                     scope,
                     "resource",
                     {
-                        "lg": "w",
+                        "lg": "ws",
                         "cp": cid,
                         "task": task_id,
-                        "idx": idx,
-                        "channel": channel,
                         "path": task_path,
-                        "value": ref,
+                        "writes": [
+                            {"idx": idx, "channel": channel, "value": ref}
+                            for idx, channel, ref, _ in batch
+                        ],
                     },
                     parents=sorted(parents),
                     resource_key=wk,
@@ -994,8 +1015,9 @@ class TetherSaver(BaseCheckpointSaver[str]):
                     # the target held this checkpoint id already: a re-put
                     e = n.resource_key[4:].split(";", 1)[0]  # lgi:<e>;<id>, e has no ';'
                     await self._mark_odd(txn, dst, e, p["id"])
-            elif lg == "w":
-                parents.update(ref_ids(p["value"]))
+            elif lg in ("w", "ws"):
+                for w in write_records([p]):
+                    parents.update(ref_ids(w["value"]))
                 parents.update(remap[x] for x in n.parents if x in remap)
                 if not parents:
                     parents.update(await txn.frontier(dst))

@@ -638,11 +638,12 @@ def table(res: dict[str, Any]) -> list[str]:
         f"| SQL statements per turn (count) | {t['statements_per_turn']:g} "
         f"({_keywords(t)}) | {f['statements_per_turn']:g} ({_keywords(f)}) |"
     )
+    least = "one process" if m["repeats"] == 1 else f"least of {m['repeats']}"
     for sync in SYNCS:
         for w in WORKLOADS:
             d = res["cpu"][sync][w]
             lines.append(
-                f"| CPU us per turn, synchronous={sync}, {names[w]} (least of {m['repeats']}; "
+                f"| CPU us per turn, synchronous={sync}, {names[w]} ({least}; "
                 "wall: median) | "
                 f"{d['tether']['cpu_us']:.0f} ({_split(d)}wall {d['tether']['wall_us']:.0f}) | "
                 f"{d['floor']['cpu_us']:.0f} (replayed: {d['floor_replay']['cpu_us']:.0f}; wall "

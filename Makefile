@@ -43,8 +43,12 @@ lint: $(TEST_STAMP)
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m mypy
 
+# Two workers (CI has 2 cores; much of the suite waits on subprocesses, servers and other
+# projects' tests), fed two tests at a time so the longest (started first: LONGEST_FIRST
+# in tests/conftest.py) overlap the rest. Every test keeps its own namespace, schema,
+# key prefix, port and temporary directory, so the workers share the servers safely.
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist load --maxschedchunk 2
 
 docs: $(TEST_STAMP)
 	$(PY) -m mkdocs build --strict --site-dir site

@@ -11,6 +11,7 @@ own; a module that means one backend only defines its own ``store``.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,6 +20,19 @@ from typing import Any
 import pytest
 
 import tether
+
+# Bytecode outside the tree. Many tests start Python processes (the CLI, helper
+# processes, other projects' suites) that import tether and its dependencies afresh;
+# under PYTHONDONTWRITEBYTECODE (set on these machines) each one recompiled every
+# module of a fresh clone's src/. They, and this process, keep their bytecode under
+# the test cache instead (``TETHER_TEST_CACHE``, as tests/_sdist.py), never in the tree.
+PYCACHE = Path(
+    os.environ.get("TETHER_TEST_CACHE", Path.home() / ".cache" / "tether-tests")
+) / "pycache"
+os.environ["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.pycache_prefix = str(PYCACHE)
+sys.dont_write_bytecode = False
 
 
 def server_url(var: str) -> str:
@@ -69,18 +83,60 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         await s.close()
 
 
-# tests/test_docs.py counts the Markdown code blocks it ran and skipped here
-DOCS_BLOCKS: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
+# Longest first (seconds on 2 cores, alone): with ``-n 2`` (make test) a worker that
+# draws one of these has the whole rest of the run to overlap it, instead of starting it
+# last while the other worker idles. The order of the rest is kept.
+LONGEST_FIRST = [
+    "tests/test_langgraph_pregel_suite.py",  # ~80-130 s: LangGraph's own Pregel tests
+    "tests/test_langgraph_sqlite_store_suite.py",  # ~50 s
+    "tests/test_docs.py::test_readme_shell_blocks_run_in_order",  # ~25 s
+    "tests/test_openai_agents_session_suite.py",  # ~15-20 s per backend
+    "tests/test_cli_demo.py",  # ~14 + 8 + 3 s
+    "tests/test_langgraph_store_suite.py",  # ~8-11 s per backend
+    "tests/test_inspector_browser.py",
+    "tests/test_store_processes.py",
+    "tests/test_exact_doors_property.py::test_hostile_step_bodies_over_http_are_refused",
+    "tests/test_crypto_integration.py",
+    "tests/test_seed_protolink.py",
+    "tests/test_docs_site.py",
+    "tests/test_bench_smoke.py",
+]
+
+
+def _rank(item: pytest.Item) -> int:
+    for i, prefix in enumerate(LONGEST_FIRST):
+        if item.nodeid.startswith(prefix):
+            return i
+    return len(LONGEST_FIRST)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_rank)  # stable: the same order in every xdist worker
+
+
+# tests/test_docs.py counts the Markdown code blocks it ran and skipped: each such test
+# records its counts as a user property named ``DOCS_TALLY``, which reaches this
+# process's reports from xdist workers too, and the terminal summary adds them up.
+DOCS_TALLY = "docs_blocks"
+_docs: dict[str, Any] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when != "call":  # the setup and teardown reports carry the same properties
+        return
+    for name, value in report.user_properties:
+        if name == DOCS_TALLY:
+            _docs["run"] = _docs.get("run", 0) + value["run"]
+            _docs.setdefault("skipped", []).extend(value["skipped"])
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    tally = config.stash.get(DOCS_BLOCKS, None)
-    if tally is None:
+    if not _docs:
         return
-    skipped: list[str] = tally["skipped"]
+    skipped: list[str] = _docs["skipped"]
     terminalreporter.write_sep("-", "docs code blocks")
     terminalreporter.write_line(
-        f"README.md and docs/*.md: {tally['run']} code blocks run, {len(skipped)} skipped"
+        f"README.md and docs/*.md: {_docs['run']} code blocks run, {len(skipped)} skipped"
     )
     for where in skipped:
         terminalreporter.write_line(f"  skipped {where}")

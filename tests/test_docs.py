@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DOCS_BLOCKS
+from conftest import DOCS_TALLY
 
 ROOT = Path(__file__).resolve().parents[1]
 DRIVER = Path(__file__).with_name("_docs_driver.py")
@@ -114,10 +114,9 @@ def env_for_blocks() -> dict[str, str]:
     return env
 
 
-def _tally(config: pytest.Config, ran: int, skipped: list[str]) -> None:
-    tally = config.stash.setdefault(DOCS_BLOCKS, {"run": 0, "skipped": []})
-    tally["run"] += ran
-    tally["skipped"].extend(skipped)
+def _tally(request: pytest.FixtureRequest, ran: int, skipped: list[str]) -> None:
+    """Counted in pytest's terminal summary (tests/conftest.py), also from xdist workers."""
+    request.node.user_properties.append((DOCS_TALLY, {"run": ran, "skipped": skipped}))
 
 
 def _split(blocks: list[Block]) -> tuple[list[Block], list[str]]:
@@ -141,7 +140,7 @@ def test_python_blocks_run_as_pasted(
     path: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     run, skipped = _split([b for b in blocks_of(path) if b.lang in PYTHON])
-    _tally(request.config, len(run), skipped)
+    _tally(request, len(run), skipped)
     if not run:
         pytest.skip(f"every Python block of {path.name} is skipped: {skipped}")
     work = tmp_path / "cwd"
@@ -178,7 +177,7 @@ def test_python_blocks_run_as_pasted(
 @pytest.mark.slow
 def test_readme_shell_blocks_run_in_order(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     run, skipped = _split([b for b in blocks_of(ROOT / "README.md") if b.lang in SHELL])
-    _tally(request.config, len(run), skipped)
+    _tally(request, len(run), skipped)
     assert run, "the README shows no shell sequence to run"
     parts = ["set -euo pipefail"]
     for b in run:

@@ -84,8 +84,7 @@ def _run(sdist: Path, sync: str, async_: str) -> subprocess.CompletedProcess[str
         "PYTHONPATH": os.pathsep.join(p for p in path if p),
         "TETHER_LG_SYNC": sync,
         "TETHER_LG_ASYNC": async_,
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
+    }  # bytecode goes to the test cache (tests/conftest.py), not into the sdist
     return subprocess.run(
         [
             sys.executable,

@@ -10,6 +10,7 @@ copied into tether's tree.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -46,3 +47,16 @@ def sdist(dist: str, marker: str) -> Path:
             top.rename(done)
     assert (done / marker).exists(), done
     return done
+
+
+def xdist_args(workers: int) -> list[str]:
+    """pytest options that spread another project's tests over ``workers`` processes.
+
+    For suites that mostly wait (LangGraph's sleep in their own tests): their waits
+    overlap instead of adding up. LangGraph runs its suite this way itself (``make
+    test_parallel``: ``pytest -n auto --dist worksteal``). Every test still runs once and
+    the summary line is the same; without pytest-xdist installed, the suite runs serially.
+    """
+    if importlib.util.find_spec("xdist") is None:
+        return []
+    return ["-n", str(workers), "--dist", "worksteal"]

@@ -87,8 +87,8 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 # draws one of these has the whole rest of the run to overlap it, instead of starting it
 # last while the other worker idles. The order of the rest is kept.
 LONGEST_FIRST = [
-    "tests/test_langgraph_pregel_suite.py",  # ~80-130 s: LangGraph's own Pregel tests
-    "tests/test_langgraph_sqlite_store_suite.py",  # ~50 s
+    "tests/test_langgraph_pregel_suite.py",  # ~45 s: LangGraph's own Pregel tests
+    "tests/test_langgraph_sqlite_store_suite.py",  # ~25 s
     "tests/test_docs.py::test_readme_shell_blocks_run_in_order",  # ~25 s
     "tests/test_openai_agents_session_suite.py",  # ~15-20 s per backend
     "tests/test_cli_demo.py",  # ~14 + 8 + 3 s

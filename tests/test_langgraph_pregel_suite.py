@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from _sdist import sdist
+from _sdist import sdist, xdist_args
 
 pytest.importorskip("langgraph.graph")
 pytest.importorskip("pytest_mock")
@@ -102,6 +102,7 @@ def _run(sdist: Path, sync: str, async_: str) -> subprocess.CompletedProcess[str
             "-q",
             "-k",
             "tether_",
+            *xdist_args(3),  # ~80-140 s serially, most of it LangGraph's own sleeps
             *[f"tests/{f}" for f in FILES],
         ],
         cwd=sdist,

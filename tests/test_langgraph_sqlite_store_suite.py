@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pytest
 
+from _sdist import xdist_args
+
 pytest.importorskip("langgraph.store.sqlite")
 pytest.importorskip("langchain_core")
 
@@ -164,6 +166,7 @@ def test_langgraph_sqlite_store_tests_pass_on_tether_store() -> None:
              "-p", "no:cacheprovider", "-o", "asyncio_mode=auto", "-o", "filterwarnings=",
              "-o", "asyncio_default_fixture_loop_scope=function",
              "--rootdir", str(src), "-c", os.devnull, *deselect,
+             *xdist_args(3),  # ~45 s serially, ~38 s of it its TTL tests' sleeps
              "tests/test_store.py", "tests/test_async_store.py", "tests/test_ttl.py"],
             cwd=src,
             env=env,

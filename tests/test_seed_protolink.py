@@ -14,6 +14,7 @@ The rest of the file checks the /state/* reading rules seed 002's callers rely o
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import subprocess
@@ -52,8 +53,16 @@ def protolink_path() -> Path:
     """protolink 0.8.3 installed from the package index (once; reused from the cache)."""
     target = _cache()
     stamp = target / ".installed"
+    target.mkdir(parents=True, exist_ok=True)
+    # one install at a time: xdist workers (make test) may both reach here on a new cache
+    with open(target.parent / f"{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _install(target, stamp)
+    return target
+
+
+def _install(target: Path, stamp: Path) -> None:
     if not stamp.exists():
-        target.mkdir(parents=True, exist_ok=True)
         proc = subprocess.run(
             [
                 sys.executable,
@@ -72,7 +81,6 @@ def protolink_path() -> Path:
         )
         assert proc.returncode == 0, f"pip install {PROTOLINK} failed:\n{proc.stderr[-3000:]}"
         stamp.write_text(" ".join(REQUIREMENTS))
-    return target
 
 
 def mint(grants: list[str], **claims: Any) -> str:

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
@@ -701,6 +702,40 @@ async def test_edits_anywhere_in_a_growing_list_are_stored() -> None:
     assert (await _stored_messages(cold, cfgs[0]))[5].content == "edited"
 
 
+def _expected_tree(ids: list[str], raw: list[bytes]) -> list[list[Any]]:
+    """The seq tree over whole chunks, built here from its definition: leaves of
+    FANOUT element ids carrying the elements' bytes (latin-1), upper levels of
+    FANOUT child ids (TreeBuilder's), up to one root; leaves first."""
+    from tether.adapters._values import Planned
+    from tether.core.graph import node_id
+
+    if not ids:
+        return []
+    level: list[Any] = []
+    for i in range(0, len(ids), FANOUT):
+        chunk = ids[i : i + FANOUT]
+        payload = {
+            "lg": "seq",
+            "lvl": 0,
+            "items": chunk,
+            "x": b"".join(raw[i : i + FANOUT]).decode("latin-1"),
+        }
+        parents = tuple(sorted(set(chunk)))
+        nid = node_id("resource", parents, payload)
+        level.append(Planned(id=nid, kind="resource", payload=payload, parents=parents))
+    levels = [level]
+    builder = TreeBuilder()
+    while len(levels[-1]) > 1:
+        below = [p.id for p in levels[-1]]
+        levels.append(
+            [
+                builder._node(len(levels), tuple(below[i : i + FANOUT]))
+                for i in range(0, len(below), FANOUT)
+            ]
+        )
+    return levels
+
+
 @settings(max_examples=25, deadline=None)
 @given(growth=st.lists(st.integers(min_value=0, max_value=400), min_size=1, max_size=6))
 def test_a_grown_list_builds_the_same_tree_as_from_scratch(growth: list[int]) -> None:
@@ -719,12 +754,15 @@ def test_a_grown_list_builds_the_same_tree_as_from_scratch(growth: list[int]) ->
         want_ref, want = fresh.encode(serde, "agent", items)  # no slot: built from scratch
         elements = [p.id for p in want.all() if p.payload.get("lg") == "el"]
         full = len(elements) - len(elements) % FANOUT
-        forms = [p.payload["v"]["b"] for p in want.elements]
-        root, tree = TreeBuilder().build(elements[:full], forms[:full])
-        assert ref == want_ref and ref["l"] == root and ref["n"] == len(items)
+        raw = [base64.b64decode(p.payload["v"]["b"]) for p in want.elements]
+        tree = _expected_tree(elements[:full], raw[:full])
+        assert ref == want_ref and ref["n"] == len(items)
+        assert ref["l"] == (tree[-1][0].id if tree else None)
         assert ref.get("t", []) == elements[full:]
         assert [p.id for p in plan.all()] == [p.id for p in want.all()]
-        assert {p.id for p in tree} == {p.id for p in plan.all()} - set(elements)
+        assert {p.id for level in tree for p in level} == {p.id for p in plan.all()} - set(
+            elements
+        )
         if plan.base is not None:
             assert set(plan.base) <= before
             assert {p.id for p in plan.all()} <= before | {p.id for p in plan.new}

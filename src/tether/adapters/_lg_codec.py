@@ -252,9 +252,11 @@ def split_items(b: bytes, pos: int, count: int) -> list[bytes] | None:
     return out if pos == len(b) else None
 
 
-def join_array(parts: list[bytes]) -> bytes:
-    """A msgpack array of already-encoded elements (the inverse of ``split_items``)."""
-    n = len(parts)
+def join_array(parts: list[bytes], n: int | None = None) -> bytes:
+    """A msgpack array of already-encoded elements (the inverse of ``split_items``);
+    ``n``: how many elements ``parts`` holds, when a part holds several."""
+    if n is None:
+        n = len(parts)
     if n < 16:
         head = bytes([0x90 | n])
     elif n < 1 << 16:

@@ -92,7 +92,9 @@ class ValueCodec:
     """Channel values to planned nodes and references, and references to values."""
 
     def __init__(self) -> None:
-        self.trees = TreeBuilder()
+        self.trees = TreeBuilder()  # the levels above the leaves
+        # the element ids of a leaf -> its planned node (``leaf``)
+        self.leaves: LRU[tuple[str, ...], Planned] = LRU(20_000)
         # serialized element -> its planned node (the id costs a canonical-JSON hash)
         self.elements: LRU[bytes, Planned] = LRU(50_000)
         # msgpack bytes of a list element (cut from the whole list) -> its planned node
@@ -199,12 +201,32 @@ class ValueCodec:
             nodes = old[:full]
             for i in range(full * FANOUT, len(below), FANOUT):
                 chunk = below[i : i + FANOUT]
-                forms = [_form(p) for p in chunk] if level == 0 else None
-                nodes.append(self.trees._node(level, tuple(p.id for p in chunk), forms))
+                ids = tuple(p.id for p in chunk)
+                nodes.append(self.leaf(chunk) if level == 0 else self.trees._node(level, ids))
             levels.append(nodes)
             if len(nodes) == 1:
                 return levels
             below, keep, level = nodes, full, level + 1
+
+    def leaf(self, chunk: List[Planned]) -> Planned:
+        """The seq leaf over ``FANOUT`` elements. When every element has a msgpack form,
+        the leaf carries their bytes too, concatenated, as a latin-1 string (``x``: one
+        character per byte, which JSON stores near byte for byte and a read turns back
+        into bytes in one call), so a cold read of a long list reads ``n / FANOUT``
+        leaves and decodes no base64. A function of the elements, so of their ids."""
+        ids = tuple(p.id for p in chunk)
+        planned = self.leaves.get(ids)
+        if planned is None:
+            forms = [_form(p) for p in chunk]
+            payload: dict[str, Any] = {"lg": "seq", "lvl": 0, "items": list(ids)}
+            if len(chunk) == FANOUT and all(f is not None for f in forms):
+                raw = b"".join(a2b_base64(f) for f in forms if f is not None)
+                payload["x"] = raw.decode("latin-1")
+            parents = tuple(sorted(set(ids)))
+            nid = node_id("resource", parents, payload)
+            planned = Planned(id=nid, kind="resource", payload=payload, parents=parents)
+            self.leaves.put(ids, planned)
+        return planned
 
     def encode(
         self, serde: Serde, llm: str, value: Any, slot: Slot | None = None
@@ -291,15 +313,19 @@ class ValueCodec:
             want = {
                 i
                 for n in got.values()
-                if n.payload.get("lg") == "seq" and "v" not in n.payload  # packed leaf
+                if n.payload.get("lg") == "seq" and "v" not in n.payload and "x" not in n.payload
                 for i in n.payload["items"]
                 if i not in nodes
             }
 
-        def leaves(nid: str, into: List[dict[str, Any]]) -> None:
+        def leaves(nid: str, into: List[Any]) -> None:
+            # Per element: a base64 msgpack string (a leaf written before ``x``) or
+            # a stored form; per leaf that carries its elements' bytes: (bytes, count).
             p = nodes[nid].payload
-            if p["lvl"] == 0 and "v" in p:
-                into.extend({"s": "msgpack", "b": b} for b in p["v"])
+            if p["lvl"] == 0 and "x" in p:
+                into.append((p["x"].encode("latin-1"), len(p["items"])))
+            elif p["lvl"] == 0 and "v" in p:
+                into.extend(p["v"])
             elif p["lvl"] == 0:
                 into.extend(nodes[i].payload["v"] for i in p["items"])
             else:
@@ -310,18 +336,27 @@ class ValueCodec:
             key = list_key(r)
             whole = cached.get(key)
             if whole is None:
-                vs: List[dict[str, Any]] = []
+                vs: List[Any] = []
                 if r.get("l"):
                     leaves(r["l"], vs)
                 vs.extend(nodes[i].payload["v"] for i in r.get("t", ()))
-                if len(vs) != r.get("n", len(vs)):
+                count = sum(v[1] if type(v) is tuple else 1 for v in vs)
+                if count != r.get("n", count):
                     raise StoreError(
-                        f"list {key} holds {len(vs)} elements, its reference says {r['n']}",
+                        f"list {key} holds {count} elements, its reference says {r['n']}",
                         scope=scope,
                     )
-                if not all(v.get("s") == "msgpack" for v in vs):
-                    return [decode_content(serde, v) for v in vs]
-                whole = join_array([a2b_base64(v["b"]) for v in vs])
+                parts: List[bytes] = []
+                for v in vs:
+                    if type(v) is tuple:
+                        parts.append(v[0])
+                    elif type(v) is str:
+                        parts.append(a2b_base64(v))
+                    elif v.get("s") == "msgpack":
+                        parts.append(a2b_base64(v["b"]))
+                    else:  # not one msgpack array: element by element
+                        return [decode_content(serde, form) for form in _forms(vs, scope)]
+                whole = join_array(parts, count)
                 self.lists.put(key, whole)
             value = serde.loads_typed(("msgpack", whole))
             if type(value) is not list:
@@ -363,6 +398,22 @@ def list_key(ref: dict[str, Any]) -> str:
         return str(ref["l"])
     joined = "\0".join([ref.get("l") or "", *tail]).encode()
     return "t_" + hashlib.blake2b(joined, digest_size=16).hexdigest()
+
+
+def _forms(vs: List[Any], scope: str) -> List[dict[str, Any]]:
+    """Every element's stored form, from what ``resolve``'s ``leaves`` collected."""
+    out: List[dict[str, Any]] = []
+    for v in vs:
+        if type(v) is tuple:
+            items = split_items(v[0], 0, v[1])
+            if items is None:
+                raise StoreError("a list leaf's bytes do not split into its elements", scope=scope)
+            out.extend({"s": "msgpack", "b": base64.b64encode(b).decode("ascii")} for b in items)
+        elif type(v) is str:
+            out.append({"s": "msgpack", "b": v})
+        else:
+            out.append(v)
+    return out
 
 
 def _form(p: Planned) -> str | None:

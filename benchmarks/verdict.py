@@ -116,17 +116,19 @@ def _why(key: str, t: dict[str, Any], p: dict[str, Any], turns: int) -> str:
 def _why_pair(key: str, t: dict[str, Any], p: dict[str, Any]) -> str:
     if key == "C":
         return (
-            "a fresh process reads the checkpoint, the list's tree leaves (each full leaf "
-            "carries its 32 messages' bytes) and the last leaf's messages as separate "
-            "nodes, where SqliteSaver reads one blob; both then decode every message"
+            "a fresh process reads the checkpoint, the list's tree (each leaf carries its "
+            "32 messages' bytes) and the messages after the last whole leaf, about 80 JSON "
+            "rows for 2,000 messages, where SqliteSaver reads one blob; both then decode "
+            "every message"
         )
     if key == "bytes":
         return "the first turns store each message with its readable projection"
     return (
-        "each put or put_writes is one tether transaction: it reads the thread's head, "
-        "the checkpoint key's head and which planned nodes exist, hashes the new nodes "
-        "(SHA-256 of RFC 8785 JSON) and checks the head under the write lock, where "
-        "SqliteSaver runs one INSERT; both serialize the changed channels and fsync once"
+        "both commit 5 times a turn (3 puts, 2 put_writes); each tether commit hashes its "
+        "2-3 nodes (SHA-256 of RFC 8785 JSON), checks the thread's head under the write "
+        "lock and inserts into the node table, its id and resource-key indexes and the "
+        "resource heads (about 10 WAL pages against SqliteSaver's 4 while the history is "
+        "short), where SqliteSaver runs one INSERT; both serialize the changed channels"
     )
 
 

@@ -792,22 +792,33 @@ async def test_a_stale_list_cache_never_skips_a_node() -> None:
 
 async def test_a_put_that_appends_builds_only_the_right_spine() -> None:
     """Tree work per put follows the new elements: after 300 messages, a put of two
-    more builds one node per level (the last leaf and the spine), not every leaf."""
+    more builds no tree node (they follow the last whole chunk, named in the
+    reference), and a put that fills a chunk builds its leaf and the right spine
+    (one node per level), not every leaf."""
     saver = TetherSaver(MemoryStore())
     msgs: list[Any] = [HumanMessage(f"m{i}", id=f"h{i}") for i in range(300)]
     await _put_messages(saver, msgs, 0)
-    built = 0
-    original = saver._values.trees._node
+    built: list[int] = []
+    codec = saver._values
+    leaf, node = codec.leaf, codec.trees._node
 
-    def counting(*a: Any, **kw: Any) -> Any:
-        nonlocal built
-        built += 1
-        return original(*a, **kw)
+    def counting_leaf(chunk: Any) -> Any:
+        built.append(0)
+        return leaf(chunk)
 
-    saver._values.trees._node = counting  # type: ignore[method-assign]
+    def counting_node(level: int, *a: Any, **kw: Any) -> Any:
+        built.append(level)
+        return node(level, *a, **kw)
+
+    codec.leaf = counting_leaf  # type: ignore[method-assign]
+    codec.trees._node = counting_node  # type: ignore[method-assign]
     msgs += [HumanMessage("q", id="hq"), AIMessage("a", id="aq")]
     cfg = await _put_messages(saver, msgs, 1)
-    assert built <= 3, built  # 302 elements: 10 leaves under one root, 2 levels
+    assert built == []  # 302 elements: 9 whole leaves (288), 14 named in the reference
+    assert await _stored_messages(TetherSaver(saver.store), cfg) == msgs
+    msgs += [HumanMessage(f"n{i}", id=f"n{i}") for i in range(320 - len(msgs))]
+    cfg = await _put_messages(saver, msgs, 2)
+    assert built == [0, 1], built  # 320 = 10 whole leaves: the new leaf and the new root
     assert await _stored_messages(TetherSaver(saver.store), cfg) == msgs
 
 

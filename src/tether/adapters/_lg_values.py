@@ -199,6 +199,9 @@ class ValueCodec:
             old = prev_levels[level] if level < len(prev_levels) else []
             full = min(keep // FANOUT, len(old))  # chunks wholly inside the kept prefix
             nodes = old[:full]
+            if full == len(old) and full * FANOUT >= len(below):
+                # this level is ``prev``'s, so every level above it is too
+                return [*levels, nodes, *prev_levels[level + 1 :]]
             for i in range(full * FANOUT, len(below), FANOUT):
                 chunk = below[i : i + FANOUT]
                 ids = tuple(p.id for p in chunk)

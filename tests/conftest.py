@@ -11,9 +11,8 @@ own; a module that means one backend only defines its own ``store``.
 from __future__ import annotations
 
 import os
-import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +21,26 @@ import pytest
 import tether
 
 # Bytecode outside the tree. Many tests start Python processes (the CLI, helper
-# processes, other projects' suites) that import tether and its dependencies afresh;
-# under PYTHONDONTWRITEBYTECODE (set on these machines) each one recompiled every
-# module of a fresh clone's src/. They, and this process, keep their bytecode under
-# the test cache instead (``TETHER_TEST_CACHE``, as tests/_sdist.py), never in the tree.
+# processes, other projects' suites) that import tether afresh; under
+# PYTHONDONTWRITEBYTECODE (set on these machines) each one recompiled every module of a
+# fresh clone's src/ it imports. They keep their bytecode under the test cache instead
+# (``TETHER_TEST_CACHE``, as tests/_sdist.py), never in the tree. Only they: with a prefix
+# Python reads no __pycache__, so pytest's own processes (xdist's too, which start with
+# this process's environment), importing most dependencies while collecting, keep the
+# .pyc files pip wrote for them. Hence a fixture (it runs where the tests run), not a
+# module-level setting.
 PYCACHE = Path(
     os.environ.get("TETHER_TEST_CACHE", Path.home() / ".cache" / "tether-tests")
 ) / "pycache"
-os.environ["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
-os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-sys.pycache_prefix = str(PYCACHE)
-sys.dont_write_bytecode = False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _subprocess_bytecode_outside_the_tree() -> Iterator[None]:
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PYTHONPYCACHEPREFIX", str(PYCACHE))
+    mp.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    yield
+    mp.undo()
 
 
 def server_url(var: str) -> str:

@@ -589,6 +589,42 @@ async def test_writes_anchor_on_the_savers_own_put_and_stay_exact_after_a_reset(
     )
 
 
+async def test_a_long_thread_puts_and_writes_without_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the number of key hashes a tip keeps, a put and its writes still read no
+    resource head (the new keys are past the greatest checkpoint id of their kind),
+    and a key that exists is still read: another saver's write is never missed."""
+    import tether.adapters.langgraph as lgmod
+
+    monkeypatch.setattr(lgmod, "_TIP_ALL", 8)
+    saver = TetherSaver(MemoryStore())
+    reads = 0
+    original = saver.store.resource_head
+
+    async def counting(*a: Any, **kw: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return await original(*a, **kw)
+
+    saver.store.resource_head = counting  # type: ignore[method-assign]
+    cfg = generate_config("long")
+    for step in range(12):  # 12 pointer keys and 12 writes keys: past 8 hashes
+        cp = generate_checkpoint(channel_values={"ch": f"v{step}"}, channel_versions={"ch": step})
+        cfg = await saver.aput(cfg, cp, generate_metadata(step=step), {"ch": step})
+        await saver.aput_writes(cfg, [("ch", f"w{step}")], "task")
+    assert reads == 0
+    tip = saver._tips.get("thread:long")
+    assert tip is not None and tip.keys is not None and tip.keys.hashes is None
+    # a write to an old checkpoint of this thread: its writes key exists, so it is
+    # read, and LangGraph's once-per-(task, idx) rule holds
+    first = [t async for t in saver.alist(generate_config("long"))][-1].config
+    await saver.aput_writes(first, [("ch", "again"), ("ch", "second")], "task")
+    assert reads >= 1
+    got = await saver.aget_tuple(first)
+    assert got is not None and got.pending_writes == [("task", "ch", "w0"), ("task", "ch", "second")]
+
+
 # -- event loops and threads -----------------------------------------------------------
 
 

@@ -97,17 +97,52 @@ _GUESS: Final = 16  # up to this many unseen planned nodes are taken as new with
 _LG_TYPES: Final = frozenset({"el", "val", "seq", "cp", "id", "w", "ws", "del", "odd"})
 _CONTENT_TYPES: Final = frozenset({"el", "val", "seq"})
 _TIP_KEYS: Final = 16  # resource heads a tip remembers (the newest ones)
-_TIP_ALL: Final = 2048  # a tip lists its scope's every resource key up to this many
+_TIP_ALL: Final = 2048  # a tip lists its scope's resource keys (hashes) up to this many
+
+
+class _Keys:
+    """Every resource key of a thread scope, when this saver wrote every node of it
+    since it was empty (at one generation): answers "this key has no version" for the
+    keys a put or put_writes is about to create, which saves their reads.
+
+    ``hashes``: the keys' hashes, up to ``_TIP_ALL`` (a collision only costs a read);
+    ``last``: for the per-checkpoint keys (``lgi:<ns>;<id>``, ``lgw:<ns>;<id>``), the
+    greatest id after each ``<kind>:<ns>;`` prefix, so a key past it has no version
+    however long the thread (LangGraph's checkpoint ids grow with time).
+    """
+
+    __slots__ = ("hashes", "last")
+
+    def __init__(self) -> None:
+        self.hashes: set[int] | None = set()
+        self.last: dict[str, str] = {}
+
+    def add(self, key: str) -> None:
+        if self.hashes is not None:
+            self.hashes.add(hash(key))
+            if len(self.hashes) > _TIP_ALL:
+                self.hashes = None
+        if key.startswith(("lgi:", "lgw:")):
+            prefix, _, rest = key.partition(";")  # an encoded ns holds no ';'
+            if rest > self.last.get(prefix, ""):
+                self.last[prefix] = rest
+
+    def none(self, key: str) -> bool:
+        """True if ``key`` has no version (False: it may have one)."""
+        if self.hashes is not None:
+            return hash(key) not in self.hashes
+        if key.startswith(("lgi:", "lgw:")):
+            prefix, _, rest = key.partition(";")
+            return rest > self.last.get(prefix, "")
+        return False
 
 
 class _Tip:
     """A thread scope as this saver's own last commit left it: the head, and the
     resource heads (and complete pending-write sets) it knew at that head.
 
-    ``keys``: when this saver wrote every node of the scope since it was empty at
-    this generation, the hashes of every resource key with a version at ``head``
-    (a key whose hash is not there has none, which saves the read of a new
-    checkpoint's pointer and writes keys; a hash collision only costs a read).
+    ``keys``: every resource key at ``head`` (``_Keys``), when this saver wrote every
+    node of the scope since it was empty at this generation; else None.
     """
 
     __slots__ = ("head", "keys", "nodes", "writes")
@@ -117,7 +152,7 @@ class _Tip:
         head: Head,
         nodes: dict[str, CausalNode | None],
         writes: dict[str, frozenset[tuple[str, int]]],
-        keys: set[int] | None,
+        keys: _Keys | None,
     ) -> None:
         self.head, self.nodes, self.writes, self.keys = head, nodes, writes, keys
 
@@ -137,7 +172,7 @@ class _Scope:
         self.start: Head | None = None  # the head the attempt computed against
         self.nodes: dict[str, CausalNode | None] = {}
         self.writes: dict[str, frozenset[tuple[str, int]]] = {}
-        self.keys: set[int] | None = None  # every resource key at the start (``_Tip``)
+        self.keys: _Keys | None = None  # every resource key at the start (``_Tip``)
         self.seeded: Head | None = None  # the tip's head, which the known heads are at
         if tip is not None:
             txn.seed(scope, tip.head)
@@ -151,7 +186,7 @@ class _Scope:
     async def head(self) -> Head:
         self.start = await self.txn.head(self.scope)
         if self.keys is None and self.start.sequence == 0:
-            self.keys = set()  # an empty scope (new, or just reset) has no keys
+            self.keys = _Keys()  # an empty scope (new, or just reset) has no keys
         return self.start
 
     async def resource_head(self, key: str) -> CausalNode | None:
@@ -164,7 +199,7 @@ class _Scope:
                     self.scope, key, None if node is None else node.id, at=self.seeded
                 )
             return node
-        if self.keys is not None and self.start is not None and hash(key) not in self.keys:
+        if self.keys is not None and self.start is not None and self.keys.none(key):
             # no version at the head this attempt computes against
             self.txn.hint_resource(self.scope, key, None, at=self.start)
             self.nodes[key] = None
@@ -187,9 +222,9 @@ class _Scope:
                 nodes.pop(n.resource_key, None)
                 nodes[n.resource_key] = n
                 if keys is not None:
-                    keys.add(hash(n.resource_key))
-        if keys is not None and len(keys) > _TIP_ALL:
-            keys = None
+                    keys.add(n.resource_key)
+        if keys is not None and len(keys.last) > _TIP_ALL:
+            keys = None  # thousands of checkpoint namespaces: reads instead
         keep = builtins.list(nodes.items())[-_TIP_KEYS:]
         writes = builtins.list(self.writes.items())[-_TIP_KEYS:]
         return _Tip(head, dict(keep), dict(writes), keys)

@@ -10,7 +10,9 @@ own; a module that means one backend only defines its own ``store``.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -34,8 +36,27 @@ PYCACHE = Path(
 ) / "pycache"
 
 
+def _prune(prefix: Path, depth: int = 3) -> None:
+    """Drop the bytecode of trees that are gone (a clone removed after its CI run), so the
+    cache holds only what some existing checkout or installation can still use."""
+    level = [prefix] if prefix.is_dir() else []
+    for _ in range(depth):
+        below = []
+        for folder in level:
+            for child in folder.iterdir():
+                if not child.is_dir():
+                    continue
+                if (Path("/") / child.relative_to(prefix)).exists():
+                    below.append(child)
+                else:
+                    shutil.rmtree(child, ignore_errors=True)
+        level = below
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _subprocess_bytecode_outside_the_tree() -> Iterator[None]:
+    with contextlib.suppress(OSError):  # another xdist worker pruning the same folders
+        _prune(PYCACHE)
     mp = pytest.MonkeyPatch()
     mp.setenv("PYTHONPYCACHEPREFIX", str(PYCACHE))
     mp.delenv("PYTHONDONTWRITEBYTECODE", raising=False)

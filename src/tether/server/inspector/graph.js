@@ -57,10 +57,11 @@ export function summarize(node) {
       }
       if (typeof p.node === "string") return `${p.node} → ${brief(p.output, 40)}`;
       if (typeof p.lg === "string") {
-        const LG = { cp: "checkpoint", id: "checkpoint id", seq: "list tree", w: "pending write", del: "deleted checkpoints", val: "value", el: "list element" };
+        const LG = { cp: "checkpoint", id: "checkpoint id", seq: "list tree", w: "pending write", ws: "pending writes", del: "deleted checkpoints", val: "value", el: "list element" };
         const what = LG[p.lg] || p.lg;
         if (p.lg === "cp") return `${what} ${brief(p.id, 40)}`;
         if (p.lg === "w") return `${what} ${p.channel}`;
+        if (p.lg === "ws" && Array.isArray(p.writes)) return `${what} ${brief(p.writes.map((w) => w.channel).join(", "), 40)}`;
         if (p.lg === "el" && typeof p.content === "string") return `${p.role || what}: ${brief(p.content, 40)}`;
         return what;
       }

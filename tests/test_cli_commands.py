@@ -436,3 +436,32 @@ def test_confirmation_at_a_terminal(db: str, tmp_path: Path) -> None:
     code, err = answer("y\n")
     assert code == 0, err
     assert ids(db, "t2") == []
+
+
+def test_serve_without_the_server_extra_says_what_to_install() -> None:
+    # In a process where FastAPI cannot be imported (as without tether[server]).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['fastapi'] = None\nfrom tether.cli import main\nmain(['serve'])\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "not_installed" in r.stderr and "tether[server]" in r.stderr
+
+
+def test_commands_other_than_serve_do_not_import_the_server() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from tether.cli import main\n"
+        "assert 'serve' in main.commands\n"
+        "heavy = sorted(m for m in ('fastapi', 'uvicorn', 'tether.server.app') if m in sys.modules)\n"
+        "print(heavy)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"

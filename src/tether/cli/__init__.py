@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import importlib
+import importlib.util
 import os
 import shlex
 import sys
@@ -877,7 +878,12 @@ def demo(ctx: click.Context, db: str, keep: bool) -> None:
 
 
 def _add_serve() -> None:
+    # The command's options come from tether.server.cli, which imports neither FastAPI nor
+    # uvicorn (they load when `tether serve` runs); whether they are installed is asked
+    # of the import system, so the other commands start without them.
     try:
+        if not all(importlib.util.find_spec(m) for m in ("fastapi", "uvicorn")):
+            raise ImportError("the server extra is not installed")
         mod = importlib.import_module("tether.server.cli")
         cmd = mod.serve
     except (ImportError, AttributeError):

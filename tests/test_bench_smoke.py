@@ -160,7 +160,7 @@ def test_verdict_compares_tether_inside_langgraph_with_langgraphs_own_saver_only
         ("langgraph_tether_sqlite", "langgraph_sqlite", "A 91-100"),
     }
     text = "\n".join(verdict.section(results))
-    assert "one tether transaction" in text
+    assert "both commit 5 times a turn" in text  # the pair's own reason, not the store's
     assert "TETHER_SQLITE** is ahead of every peer on its backend (LANGGRAPH_SQLITE)" in text
 
 

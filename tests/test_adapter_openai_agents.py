@@ -250,8 +250,43 @@ async def test_empty_and_percent_session_ids_are_distinct_sessions() -> None:
         assert s.session_id == i
         assert await s.get_items() == [user(f"in {i!r}")]
     assert [s.scope for s in sessions] == [
-        "thread:%", "thread:%25", "thread:%2525", "thread:x", "thread:%25x"
+        "thread:%",
+        "thread:%25",
+        "thread:%2525",
+        "thread:x",
+        "thread:%25x",
     ]
+
+
+async def test_any_string_is_a_session_id(tmp_path: Path) -> None:
+    """The SDK's sessions take any string. One no scope name can hold as it is (too long;
+    control, format or bidirectional characters, a lone surrogate) is its SHA-256 behind
+    ``%h``: its own session, the same one after reopening, apart from a quoted id."""
+    import hashlib
+
+    odd = ["x" * 201, "a\nb", "tab\there", "\u202eevil", "\ud800", "%" + "y" * 300]
+    url = f"sqlite:///{tmp_path / 'ids.db'}"
+    store = await open_store(url)
+    try:
+        for i in odd:
+            await TetherSession(i, store).add_items([user(f"in {i!r}")])
+        # a quoted id that looks like a hashed one stays apart
+        await TetherSession("%h" + "0" * 64, store).add_items([user("quoted")])
+    finally:
+        await store.close()
+    store = await open_store(url)
+    try:
+        for i in odd:
+            s = TetherSession(i, store)
+            raw = i.encode("utf-8", "surrogatepass")
+            assert s.scope == "thread:%h" + hashlib.sha256(raw).hexdigest()
+            assert s.session_id == i
+            assert await s.get_items() == [user(f"in {i!r}")]
+        q = TetherSession("%h" + "0" * 64, store)
+        assert q.scope == "thread:%25h" + "0" * 64
+        assert await q.get_items() == [user("quoted")]
+    finally:
+        await store.close()
 
 
 def test_from_url_in_sync_code_and_another_loop(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@
 Needs the ``openai-agents`` extra; the core never imports the SDK.
 
 The session is the tether thread ``thread:<session_id>`` of ``namespace`` (the empty
-id, which the SDK's sessions accept, is ``thread:%``; a leading ``%`` is ``%25``). Each
+id, which the SDK's sessions accept, is ``thread:%``; a leading ``%`` is ``%25``; an id
+no scope name can hold as it is, ``thread:%h<sha256>``). Each
 item is one node that keeps the SDK's item JSON (``payload["item"]``, less the
 text the graph field already holds: see ``_compact``; read back exactly) beside the
 fields of docs/graph-encoding.md, so tether's conversation views,
@@ -39,6 +40,7 @@ SQLite's ``LIMIT -1``).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Final, TypeVar
 
@@ -89,12 +91,19 @@ class InvalidSessionId(InvalidRequest, TypeError):
 def _thread_scope(session_id: Any) -> str:
     """``thread:<session_id>``; the empty id (the SDK's sessions accept it) is
     ``thread:%`` and a leading ``%`` is written ``%25``, so the mapping stays one-to-one
-    (as the ADK adapter's user ids)."""
+    (as the ADK adapter's user ids). An id the SDK takes but a scope name cannot hold as
+    it is (over 200 characters; control, format or bidirectional characters) is
+    ``thread:%h`` + its SHA-256: no quoted id starts with ``%h``."""
     if not isinstance(session_id, str):
         raise InvalidSessionId("session_id must be a string", field="session_id")
     if not session_id:
         return scopes.thread("%")
-    return scopes.thread("%25" + session_id[1:] if session_id.startswith("%") else session_id)
+    quoted = "%25" + session_id[1:] if session_id.startswith("%") else session_id
+    try:
+        return scopes.thread(quoted)
+    except InvalidRequest:
+        raw = session_id.encode("utf-8", "surrogatepass")  # any str, lone surrogates too
+        return scopes.thread("%h" + hashlib.sha256(raw).hexdigest())
 
 
 class _Closed:

@@ -52,11 +52,16 @@ for _name in (
 
 
 def __getattr__(name: str) -> Any:
-    # The app (FastAPI, uvicorn, the routes) is imported on first use: every `tether`
-    # command imports this package for `tether serve`'s options, and the app alone took
-    # 0.6 s of a CLI start.
-    if name == "create_app":
-        from .app import create_app
+    # The app (FastAPI, uvicorn, the routes) is imported on first use, as ``tether``'s
+    # own lazy names are: every `tether` command imports this package for `tether
+    # serve`'s options, and the app alone took 0.6 s of a CLI start.
+    if name != "create_app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .app import create_app
 
-        return create_app
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = create_app
+    return create_app
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -369,23 +369,21 @@ async def w_load(a: argparse.Namespace) -> dict[str, Any]:
                     return n
                 lo = (sid << 32) | last
 
-        async def read_nodes() -> int:
+        async def read_pages(read_page: Any, sequence: Any) -> int:
+            # The public paging of a scope: pages of 1,000 after the last one's sequence.
             n, after = 0, 0
             while True:
-                page = await sys_.store.nodes(NAMESPACE, scope, after=after, limit=1000)
+                page = await read_page(NAMESPACE, scope, after=after, limit=1000)
                 n += len(page)
                 if len(page) < 1000:
                     return n
-                after = page[-1].sequence
+                after = sequence(page[-1])
+
+        async def read_nodes() -> int:
+            return await read_pages(sys_.store.nodes, lambda node: node.sequence)
 
         async def read_payloads() -> int:
-            n, after = 0, 0
-            while True:
-                page = await sys_.store.payloads(NAMESPACE, scope, after=after, limit=1000)
-                n += len(page)
-                if len(page) < 1000:
-                    return n
-                after = page[-1][0]
+            return await read_pages(sys_.store.payloads, lambda row: row[0])
 
         read = {
             "tether_sql": read_sql,

@@ -550,25 +550,30 @@ async def test_unchanged_elements_are_not_planned_again() -> None:
     assert [m.content for m in state.values["messages"]][::2][-3:] == ["q22", "q23", "q24"]
 
 
+def _count_resource_head_reads(saver: TetherSaver) -> list[int]:
+    """Count the saver store's resource-head look-ups from now on: ``[n]``."""
+    reads = [0]
+    original = saver.store.resource_head
+
+    async def counting(*a: Any, **kw: Any) -> Any:
+        reads[0] += 1
+        return await original(*a, **kw)
+
+    saver.store.resource_head = counting  # type: ignore[method-assign]
+    return reads
+
+
 async def test_writes_anchor_on_the_savers_own_put_and_stay_exact_after_a_reset() -> None:
     """put_writes anchors on the checkpoint node this saver put (no pointer read); after
     delete_thread (a reset: new generation) a write before its put is marked and found."""
     saver = TetherSaver(MemoryStore())
     cp = generate_checkpoint(channel_values={"ch": "v"}, channel_versions={"ch": 1})
     cfg = await saver.aput(generate_config("t"), cp, generate_metadata(), {"ch": 1})
-    reads = 0
-    original = saver.store.resource_head
-
-    async def counting(*a: Any, **kw: Any) -> Any:
-        nonlocal reads
-        reads += 1
-        return await original(*a, **kw)
-
-    saver.store.resource_head = counting  # type: ignore[method-assign]
+    reads = _count_resource_head_reads(saver)
     await saver.aput_writes(cfg, [("ch", "w1")], "task")
     # none: the anchor came from the put, and this saver wrote the thread from empty,
     # so it knows the writes key has no version yet
-    assert reads == 0
+    assert reads[0] == 0
     got = await saver.aget_tuple(cfg)
     assert got is not None and got.pending_writes == [("task", "ch", "w1")]
     nodes = await saver.store.nodes(saver.namespace, "thread:t", limit=100)
@@ -599,28 +604,20 @@ async def test_a_long_thread_puts_and_writes_without_reads(
 
     monkeypatch.setattr(lgmod, "_TIP_ALL", 8)
     saver = TetherSaver(MemoryStore())
-    reads = 0
-    original = saver.store.resource_head
-
-    async def counting(*a: Any, **kw: Any) -> Any:
-        nonlocal reads
-        reads += 1
-        return await original(*a, **kw)
-
-    saver.store.resource_head = counting  # type: ignore[method-assign]
+    reads = _count_resource_head_reads(saver)
     cfg = generate_config("long")
     for step in range(12):  # 12 pointer keys and 12 writes keys: past 8 hashes
         cp = generate_checkpoint(channel_values={"ch": f"v{step}"}, channel_versions={"ch": step})
         cfg = await saver.aput(cfg, cp, generate_metadata(step=step), {"ch": step})
         await saver.aput_writes(cfg, [("ch", f"w{step}")], "task")
-    assert reads == 0
+    assert reads[0] == 0
     tip = saver._tips.get("thread:long")
     assert tip is not None and tip.keys is not None and tip.keys.hashes is None
     # a write to an old checkpoint of this thread: its writes key exists, so it is
     # read, and LangGraph's once-per-(task, idx) rule holds
     first = [t async for t in saver.alist(generate_config("long"))][-1].config
     await saver.aput_writes(first, [("ch", "again"), ("ch", "second")], "task")
-    assert reads >= 1
+    assert reads[0] >= 1
     got = await saver.aget_tuple(first)
     assert got is not None and got.pending_writes == [("task", "ch", "w0"), ("task", "ch", "second")]
 

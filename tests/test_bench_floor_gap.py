@@ -3,29 +3,18 @@ tree), counts that make sense, and the verdict's sentence built from them."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from _bench_helpers import BENCH, load_bench
+
 ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT / "benchmarks"
-
-
-def _load(name: str) -> ModuleType:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _bench_files() -> set[str]:
@@ -101,7 +90,7 @@ def test_floor_gap_quick_run(tmp_path: Path) -> None:
         ld["tether_nodes"]["read_ms"] - ld["tether_sql"]["read_ms"]
     )
 
-    fg = _load("floor_gap")
+    fg = load_bench("floor_gap")
     assert len(fg.table(g)) == 2 + 2 + 1 + 4 + 2
     again = subprocess.run(
         [sys.executable, str(BENCH / "floor_gap.py"), "--render", str(out)],
@@ -110,11 +99,11 @@ def test_floor_gap_quick_run(tmp_path: Path) -> None:
     )
     assert again.returncode == 0 and again.stdout.strip() == proc.stdout.strip()
 
-    section = _load("run").floor_gap_section({"floor_gap": g})  # the README's block
+    section = load_bench("run").floor_gap_section({"floor_gap": g})  # the README's block
     assert section[0].startswith("**Where tether's gap to the floor goes**")
     assert section[2:-1] == fg.table(g)
 
-    verdict = _load("verdict")
+    verdict = load_bench("verdict")
     rest = verdict.where_the_rest_goes(g)
     assert [r.split("**")[1] for r in rest] == [
         "Pages written per commit",
@@ -136,7 +125,7 @@ def _system(name: str) -> dict[str, Any]:
 
 
 def test_floor_verdict_says_only_what_was_measured() -> None:
-    verdict = _load("verdict")
+    verdict = load_bench("verdict")
     results: dict[str, Any] = {
         "meta": {"workload": {"turns": 10}},
         "systems": [_system("tether_sqlite"), _system("sqlite_floor")],

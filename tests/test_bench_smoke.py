@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -11,27 +10,17 @@ from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
-
-
-def _load(name: str) -> ModuleType:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from _bench_helpers import BENCH, load_bench
 
 
 @pytest.fixture(scope="module")
 def worker() -> ModuleType:
-    return _load("worker")
+    return load_bench("worker")
 
 
 @pytest.fixture(scope="module")
 def run() -> ModuleType:
-    return _load("run")
+    return load_bench("run")
 
 
 def _phase(worker: ModuleType, tmp: Path, phase: str, *extra: str) -> dict:
@@ -109,7 +98,7 @@ def _system(name: str, venv: str, backend: str, *, a: float, b: float, c: float,
 
 
 def test_verdict_names_every_figure_where_tether_is_behind_a_peer_on_its_backend() -> None:
-    verdict = _load("verdict")
+    verdict = load_bench("verdict")
     results = {
         "meta": {"workload": {"turns": 100}},
         "systems": [
@@ -144,7 +133,7 @@ def test_verdict_names_every_figure_where_tether_is_behind_a_peer_on_its_backend
 
 
 def test_verdict_compares_tether_inside_langgraph_with_langgraphs_own_saver_only() -> None:
-    verdict = _load("verdict")
+    verdict = load_bench("verdict")
     results = {
         "meta": {"workload": {"turns": 100}},
         "systems": [
@@ -190,7 +179,7 @@ def test_render_reprints_a_saved_run_without_touching_the_readme(
 
 
 def test_agent_turn_runs_every_loop_on_a_durable_store(tmp_path: Path) -> None:
-    at = _load("agent_turn")
+    at = load_bench("agent_turn")
     py = Path(sys.executable)
     res = at.run_all(
         list(at.SYSTEMS),
@@ -224,7 +213,7 @@ def test_agent_turn_runs_every_loop_on_a_durable_store(tmp_path: Path) -> None:
 
 
 def test_agent_turn_verdict_names_each_history_where_tether_is_behind() -> None:
-    verdict = _load("verdict")
+    verdict = load_bench("verdict")
 
     def run(system: str, ms: dict[int, float], commits: float) -> dict[str, Any]:
         per = {

@@ -238,9 +238,17 @@ def test_non_string_session_id_is_a_type_error(bad: Any) -> None:
     assert isinstance(e.value, InvalidRequest)
 
 
+def _hashed(session_id: str) -> str:
+    import hashlib
+
+    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return "thread:%" + digest.ljust(200, "%")
+
+
 async def test_empty_and_percent_session_ids_are_distinct_sessions() -> None:
-    """The empty id is accepted (as by the SDK's sessions): ``thread:%``; a leading ``%``
-    is quoted, so "", "%", "%25", "x" and "%x" are five sessions."""
+    """The empty id is accepted (as by the SDK's sessions); every id a scope name holds
+    keeps the thread tether has always given it, so "", "%", "%25", "x" and "%x" are
+    five sessions, four of them named as before."""
     store = MemoryStore()
     ids = ["", "%", "%25", "x", "%x"]
     sessions = [TetherSession(i, store) for i in ids]
@@ -250,41 +258,40 @@ async def test_empty_and_percent_session_ids_are_distinct_sessions() -> None:
         assert s.session_id == i
         assert await s.get_items() == [user(f"in {i!r}")]
     assert [s.scope for s in sessions] == [
+        _hashed(""),
         "thread:%",
         "thread:%25",
-        "thread:%2525",
         "thread:x",
-        "thread:%25x",
+        "thread:%x",
     ]
 
 
 async def test_any_string_is_a_session_id(tmp_path: Path) -> None:
     """The SDK's sessions take any string. One no scope name can hold as it is (too long;
-    control, format or bidirectional characters, a lone surrogate) is its SHA-256 behind
-    ``%h``: its own session, the same one after reopening, apart from a quoted id."""
-    import hashlib
-
+    control, format or bidirectional characters, a lone surrogate) is its SHA-256, padded
+    past the 200 characters of any other id: its own session, the same one after
+    reopening, apart from an id that looks like a digest."""
     odd = ["x" * 201, "a\nb", "tab\there", "\u202eevil", "\ud800", "%" + "y" * 300]
     url = f"sqlite:///{tmp_path / 'ids.db'}"
     store = await open_store(url)
     try:
         for i in odd:
             await TetherSession(i, store).add_items([user(f"in {i!r}")])
-        # a quoted id that looks like a hashed one stays apart
-        await TetherSession("%h" + "0" * 64, store).add_items([user("quoted")])
+        # an ordinary id that looks like a digest stays apart
+        lookalike = _hashed("a\nb")[len("thread:") : len("thread:") + 200]
+        await TetherSession(lookalike, store).add_items([user("lookalike")])
     finally:
         await store.close()
     store = await open_store(url)
     try:
         for i in odd:
             s = TetherSession(i, store)
-            raw = i.encode("utf-8", "surrogatepass")
-            assert s.scope == "thread:%h" + hashlib.sha256(raw).hexdigest()
+            assert s.scope == _hashed(i) and len(s.scope) == len("thread:") + 201
             assert s.session_id == i
             assert await s.get_items() == [user(f"in {i!r}")]
-        q = TetherSession("%h" + "0" * 64, store)
-        assert q.scope == "thread:%25h" + "0" * 64
-        assert await q.get_items() == [user("quoted")]
+        q = TetherSession(lookalike, store)
+        assert q.scope == "thread:" + lookalike != _hashed("a\nb")
+        assert await q.get_items() == [user("lookalike")]
     finally:
         await store.close()
 

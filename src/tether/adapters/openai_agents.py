@@ -7,9 +7,9 @@
 
 Needs the ``openai-agents`` extra; the core never imports the SDK.
 
-The session is the tether thread ``thread:<session_id>`` of ``namespace`` (the empty
-id, which the SDK's sessions accept, is ``thread:%``; a leading ``%`` is ``%25``; an id
-no scope name can hold as it is, ``thread:%h<sha256>``). Each
+The session is the tether thread ``thread:<session_id>`` of ``namespace`` (an id no
+scope name can hold, the empty one or one over 200 characters or with control
+characters, which the SDK's sessions accept too, is ``thread:%<sha256>%%%...``). Each
 item is one node that keeps the SDK's item JSON (``payload["item"]``, less the
 text the graph field already holds: see ``_compact``; read back exactly) beside the
 fields of docs/graph-encoding.md, so tether's conversation views,
@@ -60,6 +60,8 @@ __all__ = ["InvalidItem", "InvalidSessionId", "SessionClosed", "TetherSession"]
 
 T = TypeVar("T")
 
+_ID_MAX: Final = 200  # the longest id scopes.thread takes
+
 
 class InvalidItem(InvalidRequest, TypeError):
     """An item the session cannot store exactly (not a JSON object, or a value that is
@@ -89,21 +91,18 @@ class InvalidSessionId(InvalidRequest, TypeError):
 
 
 def _thread_scope(session_id: Any) -> str:
-    """``thread:<session_id>``; the empty id (the SDK's sessions accept it) is
-    ``thread:%`` and a leading ``%`` is written ``%25``, so the mapping stays one-to-one
-    (as the ADK adapter's user ids). An id the SDK takes but a scope name cannot hold as
-    it is (over 200 characters; control, format or bidirectional characters) is
-    ``thread:%h`` + its SHA-256: no quoted id starts with ``%h``."""
+    """``thread:<session_id>``, as tether has always named a session's thread, for every
+    id a scope name can hold (1-200 printable characters). The SDK's sessions also take
+    the empty id and any other string; such an id is ``thread:%`` + its SHA-256, padded
+    with ``%`` past 200 characters so that no id of the first kind names the same
+    thread."""
     if not isinstance(session_id, str):
         raise InvalidSessionId("session_id must be a string", field="session_id")
-    if not session_id:
-        return scopes.thread("%")
-    quoted = "%25" + session_id[1:] if session_id.startswith("%") else session_id
     try:
-        return scopes.thread(quoted)
+        return scopes.thread(session_id)
     except InvalidRequest:
         raw = session_id.encode("utf-8", "surrogatepass")  # any str, lone surrogates too
-        return scopes.thread("%h" + hashlib.sha256(raw).hexdigest())
+        return "thread:%" + hashlib.sha256(raw).hexdigest().ljust(_ID_MAX, "%")
 
 
 class _Closed:

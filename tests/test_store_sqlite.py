@@ -162,6 +162,71 @@ async def test_a_new_migration_is_applied_in_place(
         assert "note" in cols
 
 
+async def test_a_version_1_file_keeps_its_resource_heads_and_the_trigger_moves_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Version 1 kept resource heads by an upsert after each insert; version 2 by a
+    # trigger. A file written at version 1 opens at 2 with its heads as they were.
+    import tether.store.sqlite as mod
+
+    url = f"sqlite:///{tmp_path / 'v1.db'}"
+    with monkeypatch.context() as m:
+        m.setattr(mod, "MIGRATIONS", _sqlite_schema.MIGRATIONS[:1])
+        m.setattr(mod, "LATEST", 1)
+        async with await open_store(url) as s:
+            txn = Transaction(s, "ns")
+            old = await txn.append("thread:t", "resource", {"v": 1}, resource_key="var:x")
+            await txn.commit()
+            assert isinstance(s, SQLiteStore) and s._conn is not None
+            # no trigger at version 1: the head row is the upsert version 1 ran
+            assert s._conn.execute("SELECT count(*) FROM tether_resource_heads").fetchone() == (0,)
+            s._conn.execute(
+                "INSERT INTO tether_resource_heads (sid, key, k) SELECT k >> 32, rkey, k"
+                " FROM tether_nodes WHERE rkey IS NOT NULL"
+            )
+            assert await s.schema_version() == 1
+    async with await open_store(url) as s:
+        assert await s.schema_version() == 2
+        assert await s.resource_head("ns", "thread:t", "var:x") == old
+        txn = Transaction(s, "ns")
+        new = await txn.append("thread:t", "resource", {"v": 2}, resource_key="var:x")
+        await txn.append("thread:t", "resource", {"w": 1}, resource_key="var:y")
+        await txn.commit()
+        assert await s.resource_head("ns", "thread:t", "var:x") == new
+        assert [n.payload for n in await s.versions("ns", "thread:t", "var:x")] == [
+            {"v": 1},
+            {"v": 2},
+        ]
+        assert set(await s.resource_heads("ns", "thread:t", "var:")) == {"var:x", "var:y"}
+
+
+async def test_a_common_commit_is_one_statement(store: SQLiteStore) -> None:
+    # A commit to a scope the store knows, with a resource key among its nodes, is
+    # one INSERT that checks the head itself (no BEGIN, no separate check, no COMMIT)
+    # and leaves the nodes, the head and the resource head as the long form does.
+    await turn(store, 0)
+    head = await store.head("ns", "thread:t")
+    txn = Transaction(store, "ns")
+    a = await txn.append("thread:t", "goal", {"i": 1})
+    b = await txn.append("thread:t", "resource", {"v": 1}, resource_key="var:x")
+    seen: list[str] = []
+    assert store._conn is not None
+    store._conn.set_trace_callback(seen.append)
+    try:
+        await txn.commit()
+    finally:
+        store._conn.set_trace_callback(None)
+    # SQLite's trace reports a statement again for each trigger program it runs in it,
+    # so the check is on which statements ran: the INSERT alone (no BEGIN, no
+    # SELECT of the head, no upsert of the resource head, no COMMIT).
+    assert seen and all(sql.startswith("INSERT INTO tether_nodes (") for sql in seen), seen
+    after = await store.head("ns", "thread:t")
+    assert (after.generation, after.sequence, after.frontier) == (0, head.sequence + 2, (b.id,))
+    assert [n.id for n in await store.nodes("ns", "thread:t", after=head.sequence)] == [a.id, b.id]
+    assert await store.resource_head("ns", "thread:t", "var:x") == b
+    assert store._conn.in_transaction is False
+
+
 async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'n.db'}"
     async with await open_store(url):

@@ -111,6 +111,44 @@ async def test_duplicate_ids_raise_and_write_nothing_anywhere(store: Store, ns: 
     assert await store.get_nodes(ns, "thread:a", [fresh.id]) == {}
 
 
+async def test_a_duplicate_in_a_one_scope_commit_raises_and_writes_nothing(
+    store: Store, ns: str
+) -> None:
+    # The common commit (one scope the store knows, a few nodes): nothing of it lands,
+    # not the new node before the duplicate, not the resource head after it.
+    first = await append(store, ns, "thread:a", [{"i": 1}, {"i": 2}])
+    head = await store.head(ns, "thread:a")
+    fresh = node("goal", {"i": 3}, [first[1].id], seq=3)
+    again = dataclasses.replace(first[0], sequence=4, created_at="2020-01-01T00:00:00.000Z")
+    keyed = node("resource", {"v": 1}, [fresh.id], seq=5, rk="var:x")
+    with pytest.raises(DuplicateNodes) as e:
+        await store.commit(ns, [write("thread:a", head, [fresh, again, keyed])])
+    assert e.value.ids == [first[0].id]
+    assert await store.head(ns, "thread:a") == head
+    assert await store.get_nodes(ns, "thread:a", [fresh.id, keyed.id]) == {}
+    assert await store.resource_head(ns, "thread:a", "var:x") is None
+    # and the scope takes the same write without the duplicate
+    keyed = node("resource", {"v": 1}, [fresh.id], seq=4, rk="var:x")
+    await store.commit(ns, [write("thread:a", head, [fresh, keyed])])
+    assert await store.resource_head(ns, "thread:a", "var:x") == keyed
+
+
+async def test_a_stale_generation_conflicts_and_moves_no_resource_head(
+    store: Store, ns: str
+) -> None:
+    await append(store, ns, "thread:a", [{"i": 1}])
+    head = await store.head(ns, "thread:a")
+    keyed = node("resource", {"v": 1}, head.frontier, seq=2, rk="var:x")
+    await store.reset_scope(ns, "thread:a")
+    await append(store, ns, "thread:a", [{"after": 1}])  # sequence 1 again, generation 1
+    with pytest.raises(Conflict) as e:
+        await store.commit(ns, [write("thread:a", head, [keyed])])
+    assert e.value.details["expected"] == [0, 1]
+    assert e.value.details["actual"] == [1, 1]
+    assert await store.resource_head(ns, "thread:a", "var:x") is None
+    assert [n.payload for n in await store.nodes(ns, "thread:a")] == [{"after": 1}]
+
+
 async def test_one_node_may_live_in_two_scopes(store: Store, ns: str) -> None:
     a = await append(store, ns, "thread:a", [{"same": True}])
     b = await append(store, ns, "thread:b", [{"same": True}])

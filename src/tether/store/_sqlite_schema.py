@@ -15,6 +15,9 @@ Why the shapes:
   new node rows (and resource heads), nothing else.
 * ``live`` flips only when a scope goes from empty to non-empty (or is reset), so
   listing skips empty scopes through a small partial index.
+* A resource key's head is moved by a trigger on the node insert itself
+  (migration 2), so a commit is one INSERT statement however many of its nodes
+  carry resource keys: no second statement, no second pass over the rows.
 """
 
 from __future__ import annotations
@@ -62,6 +65,21 @@ MIGRATIONS: tuple[Migration, ...] = (
                 k INTEGER NOT NULL,
                 PRIMARY KEY (sid, key)
             ) WITHOUT ROWID""",
+        ),
+    ),
+    Migration(
+        version=2,
+        name="resource heads moved by a trigger on the node insert",
+        statements=(
+            # Row by row, in insertion order: the last node of a commit with a key is
+            # its head, as the upsert the store ran after its inserts made it.
+            """CREATE TRIGGER tether_nodes_head AFTER INSERT ON tether_nodes
+                WHEN new.rkey IS NOT NULL
+                BEGIN
+                    INSERT INTO tether_resource_heads (sid, key, k)
+                    VALUES (new.k >> 32, new.rkey, new.k)
+                    ON CONFLICT (sid, key) DO UPDATE SET k = excluded.k;
+                END""",
         ),
     ),
 )

@@ -619,7 +619,10 @@ async def test_a_long_thread_puts_and_writes_without_reads(
     await saver.aput_writes(first, [("ch", "again"), ("ch", "second")], "task")
     assert reads[0] >= 1
     got = await saver.aget_tuple(first)
-    assert got is not None and got.pending_writes == [("task", "ch", "w0"), ("task", "ch", "second")]
+    assert got is not None and got.pending_writes == [
+        ("task", "ch", "w0"),
+        ("task", "ch", "second"),
+    ]
 
 
 # -- event loops and threads -----------------------------------------------------------
@@ -793,9 +796,7 @@ def test_a_grown_list_builds_the_same_tree_as_from_scratch(growth: list[int]) ->
         assert ref["l"] == (tree[-1][0].id if tree else None)
         assert ref.get("t", []) == elements[full:]
         assert [p.id for p in plan.all()] == [p.id for p in want.all()]
-        assert {p.id for level in tree for p in level} == {p.id for p in plan.all()} - set(
-            elements
-        )
+        assert {p.id for level in tree for p in level} == {p.id for p in plan.all()} - set(elements)
         if plan.base is not None:
             assert set(plan.base) <= before
             assert {p.id for p in plan.all()} <= before | {p.id for p in plan.new}
@@ -1096,3 +1097,48 @@ async def test_a_thread_in_the_previous_layout_loads_and_grows(
     listed = [t.config["configurable"]["checkpoint_id"] async for t in saver.alist(None)]
     assert listed == [cp["id"], cid]
     await store.close()
+
+
+@pytest.mark.postgres
+async def test_concurrent_writes_of_one_thread_on_a_pooled_store_all_land(
+    postgres_url: str,
+) -> None:
+    """LangGraph runs a step's tasks concurrently, each task's aput_writes on its own.
+    On a pooled store (PostgreSQL) they would race each other for the thread's head
+    and lose until their retries ran out (Conflict out of LangGraph's own
+    test_max_concurrency); the saver queues its writes to one thread instead, so
+    every one lands, once, while another thread's writes go on beside them."""
+    import asyncpg
+
+    schema = f"tether_lg_{uuid.uuid4().hex[:12]}"
+    sep = "&" if "?" in postgres_url else "?"
+    saver = await TetherSaver.afrom_url(f"{postgres_url}{sep}schema={schema}&max_size=8")
+    try:
+        cp = generate_checkpoint(channel_values={"ch": "v"}, channel_versions={"ch": 1})
+        cfgs = [
+            await saver.aput(generate_config(t), cp, generate_metadata(), {"ch": 1})
+            for t in ("a", "b")
+        ]
+        await asyncio.gather(
+            *(
+                saver.aput_writes(cfg, [("ch", f"{i}"), ("other", i)], f"task-{i:03d}")
+                for i in range(120)
+                for cfg in cfgs
+            )
+        )
+        for cfg in cfgs:
+            got = await saver.aget_tuple(cfg)
+            assert got is not None
+            assert sorted(got.pending_writes) == sorted(
+                w
+                for i in range(120)
+                for w in [(f"task-{i:03d}", "ch", f"{i}"), (f"task-{i:03d}", "other", i)]
+            )
+        assert len(saver._writing) == 0  # no lock outlives its writers
+    finally:
+        await saver.aclose()
+        conn = await asyncpg.connect(postgres_url)
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await conn.close()

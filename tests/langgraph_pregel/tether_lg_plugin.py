@@ -9,7 +9,9 @@ checkpointers:
 
 * ``sync_checkpointer`` / ``async_checkpointer``: ``TetherSaver`` (``from_url`` /
   ``afrom_url``) on the backends named by ``TETHER_LG_SYNC`` / ``TETHER_LG_ASYNC``
-  (comma-separated: ``memory``, ``sqlite``; both by default);
+  (comma-separated: ``memory``, ``sqlite``, ``postgres``; memory and SQLite by
+  default). ``postgres`` gives each test its own schema on the server at
+  ``$TETHER_TEST_POSTGRES_URL``, dropped after it;
 * ``cache``: LangGraph's in-memory and SQLite caches (no Redis);
 * ``sync_store`` / ``async_store``: ``TetherStore`` (tether's LangGraph ``Store``) on
   ``memory://``;
@@ -18,11 +20,16 @@ checkpointers:
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import os
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
 import pytest
@@ -37,12 +44,40 @@ def _backends(var: str) -> list[str]:
     return [b for b in os.environ.get(var, "memory,sqlite").split(",") if b]
 
 
-def _url(backend: str, folder: str) -> str:
+def _url(backend: str, folder: str, schema: str) -> str:
     if backend == "memory":
         return "memory://"
     if backend == "sqlite":
         return f"sqlite:///{Path(folder) / 'lg.db'}"
+    if backend == "postgres":
+        server = os.environ.get("TETHER_TEST_POSTGRES_URL")
+        if not server:
+            raise RuntimeError("TETHER_LG_* names postgres but TETHER_TEST_POSTGRES_URL is not set")
+        parts = urlsplit(server)
+        query = "&".join(q for q in (parts.query, f"schema={schema}") if q)
+        return urlunsplit(parts._replace(query=query))
     raise ValueError(f"unknown backend {backend!r}")
+
+
+def _drop_schema(backend: str, schema: str) -> None:
+    """Drop a test's PostgreSQL schema (a fresh connection: the saver's is closed)."""
+    if backend != "postgres":
+        return
+    import asyncpg
+
+    async def drop() -> None:
+        conn = await asyncpg.connect(os.environ["TETHER_TEST_POSTGRES_URL"])
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await conn.close()
+
+    with contextlib.suppress(Exception):  # a leftover schema is only clutter
+        asyncio.run(drop())
+
+
+def _schema() -> str:
+    return f"lg_{uuid.UUID(bytes=os.urandom(16)).hex}"
 
 
 @pytest.fixture
@@ -85,15 +120,25 @@ async def async_store() -> AsyncIterator[Any]:
 
 @pytest.fixture(params=[f"tether_{b}" for b in _backends("TETHER_LG_SYNC")])
 def sync_checkpointer(request: pytest.FixtureRequest) -> Iterator[TetherSaver]:
-    with tempfile.TemporaryDirectory() as folder:
-        backend = str(request.param).removeprefix("tether_")
-        with TetherSaver.from_url(_url(backend, folder)) as saver:
+    backend, schema = str(request.param).removeprefix("tether_"), _schema()
+    try:
+        with (
+            tempfile.TemporaryDirectory() as folder,
+            TetherSaver.from_url(_url(backend, folder, schema)) as saver,
+        ):
             yield saver
+    finally:
+        _drop_schema(backend, schema)
 
 
 @pytest.fixture(params=[f"tether_{b}" for b in _backends("TETHER_LG_ASYNC")])
 async def async_checkpointer(request: pytest.FixtureRequest) -> AsyncIterator[TetherSaver]:
-    with tempfile.TemporaryDirectory() as folder:
-        backend = str(request.param).removeprefix("tether_")
-        async with await TetherSaver.afrom_url(_url(backend, folder)) as saver:
-            yield saver
+    backend, schema = str(request.param).removeprefix("tether_"), _schema()
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            async with await TetherSaver.afrom_url(_url(backend, folder, schema)) as saver:
+                yield saver
+    finally:
+        # asyncio.run cannot run inside this test's loop: a thread of its own
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(_drop_schema, backend, schema).result()

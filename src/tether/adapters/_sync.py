@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
@@ -185,6 +186,40 @@ class LoopBridge:
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
         loop.close()
+
+
+class ScopeLocks:
+    """One ``asyncio.Lock`` per scope, held while an adapter writes that scope, kept
+    only while someone holds or waits for it.
+
+    An adapter's own concurrent writes to one scope (LangGraph runs a step's tasks
+    concurrently, each task's ``aput_writes`` on its own) would otherwise race
+    each other on a pooled store (PostgreSQL, Redis), each losing the head check to
+    the others until its retries run out; queued here, they commit one after the
+    other, and ``Conflict`` is left to writers outside this process. Uncontended,
+    ``hold`` takes the lock without waiting, so an inline bridge (``_drive``, no
+    event loop) never suspends on it: its calls are serialised by its mutex first.
+    """
+
+    def __init__(self) -> None:
+        self._locks: dict[str, list[Any]] = {}  # scope -> [lock, holders and waiters]
+
+    @contextlib.asynccontextmanager
+    async def hold(self, scope: str) -> AsyncIterator[None]:
+        entry = self._locks.get(scope)
+        if entry is None:
+            entry = self._locks[scope] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._locks[scope]
+
+    def __len__(self) -> int:
+        return len(self._locks)
 
 
 def _drive(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:

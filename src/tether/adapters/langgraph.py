@@ -86,7 +86,7 @@ from ._lg_keys import (
     write_records,
 )
 from ._lg_values import Plan, ValueCodec
-from ._sync import LoopBridge
+from ._sync import LoopBridge, ScopeLocks
 from ._values import LRU, Planned, dedupe
 
 __all__ = ["TetherSaver"]
@@ -268,6 +268,8 @@ class TetherSaver(BaseCheckpointSaver[str]):
         self._anchors: LRU[tuple[str, int, str, str], str] = LRU(4096)
         # scope -> the scope as this saver's last commit there left it (``_Scope``)
         self._tips: LRU[str, _Tip] = LRU(512)
+        # this saver's writes to one thread, one at a time (``ScopeLocks``)
+        self._writing = ScopeLocks()
 
     # -- opening and closing ---------------------------------------------------
 
@@ -817,10 +819,11 @@ class TetherSaver(BaseCheckpointSaver[str]):
             )
             return generation, [*added, node.id, ptr.id]
 
-        generation, added = await transact(self.store, self.namespace, fn)
-        self._settle(scope, views[-1])
-        self._remember(scope, generation, added)
-        self._anchors.put((scope, generation, e, checkpoint["id"]), added[-2])
+        async with self._writing.hold(scope):
+            generation, added = await transact(self.store, self.namespace, fn)
+            self._settle(scope, views[-1])
+            self._remember(scope, generation, added)
+            self._anchors.put((scope, generation, e, checkpoint["id"]), added[-2])
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -916,9 +919,10 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 view.writes[wk] = frozenset(have)  # every (task, idx) of wk at the commit
             return generation, added
 
-        generation, added = await transact(self.store, self.namespace, fn)
-        self._settle(scope, views[-1])
-        self._remember(scope, generation, added)
+        async with self._writing.hold(scope):
+            generation, added = await transact(self.store, self.namespace, fn)
+            self._settle(scope, views[-1])
+            self._remember(scope, generation, added)
 
     def _settle(self, scope: str, view: _Scope) -> None:
         """Keep the scope as the committed attempt left it, for the next transaction."""
@@ -962,7 +966,8 @@ class TetherSaver(BaseCheckpointSaver[str]):
                         resource_key=id_key(e, cid),
                     )
 
-        await transact(self.store, self.namespace, fn)
+        async with self._writing.hold(scope):
+            await transact(self.store, self.namespace, fn)
 
     async def _live_checkpoints(self, scope: str) -> dict[str, builtins.list[CausalNode]]:
         """Every live checkpoint node of a thread, per encoded namespace, oldest first."""
@@ -1032,8 +1037,9 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 ) -> tuple[int, builtins.list[str], dict[str, str]]:
                     return await self._copy_batch(txn, dst, batch, dict(done))
 
-                generation, added, remap = await transact(self.store, self.namespace, fn)
-                self._remember(dst, generation, added)
+                async with self._writing.hold(dst):
+                    generation, added, remap = await transact(self.store, self.namespace, fn)
+                    self._remember(dst, generation, added)
 
     async def _copy_batch(
         self, txn: Transaction, dst: str, batch: Sequence[CausalNode], remap: dict[str, str]

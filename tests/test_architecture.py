@@ -132,6 +132,8 @@ def test_a_plaintext_store_never_loads_the_cipher(tmp_path: Path) -> None:
     )
     assert not [m for m in loaded["tether"] if m.startswith("tether.crypto")]
     assert "cryptography" not in loaded["third"]
+    # nor the key table's module: the store asks its own connection whether it holds keys
+    assert "tether.store._sqlite_keys" not in loaded["tether"]
 
 
 

@@ -59,16 +59,6 @@ def _row(r: tuple[Any, ...]) -> WrappedKey:
     )
 
 
-def holds_checks(c: sqlite3.Connection) -> bool:
-    """Whether the database of connection ``c`` holds key-check values (read-only; the
-    store asks through its own connection, for ``MissingKey``)."""
-    if not c.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tether_crypto_checks'"
-    ).fetchone():
-        return False
-    return c.execute("SELECT 1 FROM tether_crypto_checks LIMIT 1").fetchone() is not None
-
-
 class SQLiteKeyStore(KeyStore):
     def __init__(self, path: str, *, busy_timeout: float = 30.0) -> None:
         self.path = path

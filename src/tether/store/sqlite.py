@@ -1025,9 +1025,17 @@ class SQLiteStore(Store):
     async def holds_keys(self) -> bool:
         if self.path == ":memory:":
             return self._memory_keys is not None and bool(await self._memory_keys.checks())
-        from ._sqlite_keys import holds_checks
+        return await self._call(self._holds_checks)
 
-        return await self._call(lambda: holds_checks(self._c))
+    def _holds_checks(self) -> bool:
+        # Here, not in _sqlite_keys: every open of a plaintext file asks, and importing
+        # the key table's module for two statements was most of an open's cost.
+        q = self._q
+        if not q.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tether_crypto_checks'"
+        ).fetchone():
+            return False
+        return q.execute("SELECT 1 FROM tether_crypto_checks LIMIT 1").fetchone() is not None
 
     def vector_table(self) -> VectorTable | None:
         if self.path == ":memory:":

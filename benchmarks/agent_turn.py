@@ -49,6 +49,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sqltrace import commits as count_commits
+from sqltrace import untriggered
+
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 
@@ -446,7 +449,8 @@ async def measure(
         for k in range(COUNTED):
             await sys_.turn(thread, h + samples + k)
         sys_.trace(None)
-        commits = sum(1 for q in stmts if q.lstrip().upper().startswith(("COMMIT", "END")))
+        stmts = untriggered(stmts)
+        commits = count_commits(stmts)
         per[str(h)] = {
             "median_ms": statistics.median(lat),
             "p90_ms": sorted(lat)[min(len(lat) - 1, int(0.9 * len(lat)))],

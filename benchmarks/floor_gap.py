@@ -67,6 +67,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
+from sqltrace import untriggered  # noqa: E402
 from workload import MESSAGE_BYTES, THREAD_A, thread_name, turn_messages  # noqa: E402
 
 SYSTEMS = ("tether", "floor")
@@ -238,6 +239,7 @@ async def w_frames(a: argparse.Namespace) -> dict[str, Any]:
         objects.get(p, ("(free or unmapped)", "")) for p, _ in frames
     )
     n = len(seq) - half
+    stmts = untriggered(stmts)
     shapes = Counter(statement_shape(s) for s in stmts)
     kinds = Counter(s.split(None, 1)[0].upper() for s in stmts if s.strip())
     if a.record:

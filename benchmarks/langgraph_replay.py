@@ -1,0 +1,177 @@
+"""Where a LangGraph turn's checkpointer time goes: TetherSaver beside SqliteSaver,
+each saver's own work alone, without LangGraph's threads.
+
+    .venv/bin/python benchmarks/langgraph_replay.py                # 10 and 100 turns
+    .venv/bin/python benchmarks/langgraph_replay.py --turns 10 --repeats 3
+
+``graph.invoke`` calls the checkpointer from LangGraph's background threads while its
+own loop goes on, so in ``make bench`` a saver's time per turn also holds waits for
+the GIL and for the other saver call in flight. Here a run of the bench's graph
+(``systems/_langgraph.py``: an ``add_messages`` channel, one node, ``durability=
+"sync"``) records every ``get_tuple``, ``put`` and ``put_writes`` call with its
+arguments; the calls are then replayed one after the other, on one thread, on a
+fresh saver of each kind (SQLite, WAL, ``synchronous=NORMAL``, so the disk's fsync is
+out of the figure), and timed per method: the best of ``--repeats`` replays. For
+TetherSaver the time its store spent in SQLite (``execute`` on the store's cursor)
+is split out, per statement.
+
+Prints a table; ``--json PATH`` writes the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(BENCH.parent / "src"))
+
+from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
+from systems import _langgraph as lg  # noqa: E402
+from workload import turn_messages  # noqa: E402
+
+from tether.adapters.langgraph import TetherSaver  # noqa: E402
+
+METHODS = ("get_tuple", "put", "put_writes")
+Call = tuple[str, tuple[Any, ...], dict[str, Any]]
+
+
+def record(turns: int, folder: Path) -> list[Call]:
+    """The checkpointer calls of ``turns`` turns of the bench's graph, arguments copied
+    as they were at call time (LangGraph mutates its state between calls)."""
+    calls: list[Call] = []
+    saver = TetherSaver.from_url(f"sqlite:///{folder / 'record.db'}?durability=normal")
+    for name in METHODS:
+        real = getattr(saver, name)
+
+        def wrapped(*a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
+            calls.append((_name, copy.deepcopy(a), copy.deepcopy(k)))
+            return _real(*a, **k)
+
+        setattr(saver, name, wrapped)
+    graph = lg.build(saver)
+    for i in range(turns):
+        user, assistant = turn_messages("replay", i)
+        graph.invoke(lg.turn_input(user, assistant), lg.config("t1"), durability="sync")
+    saver.close()
+    return calls
+
+
+class _TimedCursor(sqlite3.Cursor):
+    """The store's cursor, timing each statement it runs."""
+
+    spent: dict[str, list[float]]
+
+    def execute(self, sql: str, *args: Any) -> Any:  # type: ignore[override]
+        t = time.perf_counter()
+        try:
+            return super().execute(sql, *args)
+        finally:
+            self.spent.setdefault(" ".join(sql.split()[:4]), []).append(time.perf_counter() - t)
+
+
+def _saver(kind: str, folder: Path, n: int) -> Any:
+    if kind == "tether":
+        return TetherSaver.from_url(f"sqlite:///{folder / f't{n}.db'}?durability=normal")
+    conn = sqlite3.connect(folder / f"s{n}.db", check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return SqliteSaver(conn)
+
+
+def replay(kind: str, calls: list[Call], folder: Path, n: int) -> dict[str, Any]:
+    saver = _saver(kind, folder, n)
+    spent: dict[str, list[float]] = {}
+    if kind == "tether":
+        store = saver.store
+        cur = store._conn.cursor(_TimedCursor)  # the store's statements go through _cur
+        cur.spent = spent
+        store._cur = cur
+    args = [(m, copy.deepcopy(a), copy.deepcopy(k)) for m, a, k in calls]  # not timed
+    per: dict[str, float] = dict.fromkeys(METHODS, 0.0)
+    for method, a, k in args:
+        t = time.perf_counter()
+        getattr(saver, method)(*a, **k)
+        per[method] += time.perf_counter() - t
+    if kind == "tether":
+        saver.close()
+    else:
+        saver.conn.close()
+    return {
+        "methods_s": per,
+        "sql_s": {k: sum(v) for k, v in spent.items()},
+        "sql_calls": {k: len(v) for k, v in spent.items()},
+    }
+
+
+def measure(turns: int, repeats: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        calls = record(turns, folder)
+        runs: dict[str, list[dict[str, Any]]] = {"tether": [], "sqlite": []}
+        for r in range(repeats):  # alternating, so background load hits both alike
+            for kind in runs:
+                runs[kind].append(replay(kind, calls, folder, r))
+    out: dict[str, Any] = {"turns": turns, "calls": len(calls)}
+    for kind, rs in runs.items():
+        best = min(rs, key=lambda r: sum(r["methods_s"].values()))
+        out[kind] = {
+            "ms_per_turn": sum(best["methods_s"].values()) / turns * 1e3,
+            "median_ms_per_turn": statistics.median(sum(r["methods_s"].values()) for r in rs)
+            / turns
+            * 1e3,
+            "by_method_ms_per_turn": {m: v / turns * 1e3 for m, v in best["methods_s"].items()},
+        }
+        if kind == "tether":
+            out[kind]["sql_ms_per_turn"] = sum(best["sql_s"].values()) / turns * 1e3
+            out[kind]["sql_by_statement"] = {
+                k: {"calls_per_turn": best["sql_calls"][k] / turns, "ms_per_turn": v / turns * 1e3}
+                for k, v in sorted(best["sql_s"].items(), key=lambda kv: -kv[1])
+            }
+    return out
+
+
+def table(results: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| turns | TetherSaver ms/turn | of which SQLite | SqliteSaver ms/turn | ratio |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        t, s = r["tether"], r["sqlite"]
+        lines.append(
+            f"| {r['turns']} | {t['ms_per_turn']:.2f} | {t['sql_ms_per_turn']:.2f} | "
+            f"{s['ms_per_turn']:.2f} | {t['ms_per_turn'] / s['ms_per_turn']:.2f}x |"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--turns", default="10,100", help="comma list of thread lengths [10,100]")
+    p.add_argument("--repeats", type=int, default=5, help="replays per saver; the best counts")
+    p.add_argument("--json", default="", help="write the figures to this file")
+    a = p.parse_args(argv)
+    results = [measure(int(t), a.repeats) for t in a.turns.split(",") if t]
+    print("\n".join(table(results)))
+    for r in results:
+        stmts = ", ".join(
+            f"{k} {v['calls_per_turn']:g}/turn {v['ms_per_turn']:.3f} ms"
+            for k, v in r["tether"]["sql_by_statement"].items()
+        )
+        print(f"{r['turns']} turns, TetherSaver's SQL: {stmts}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

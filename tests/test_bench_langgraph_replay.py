@@ -1,0 +1,31 @@
+"""benchmarks/langgraph_replay.py: the recorded calls replay on both savers (no timings
+asserted: a test never fails because the machine is slow)."""
+
+from __future__ import annotations
+
+import pytest
+
+from _bench_helpers import load_bench
+
+pytest.importorskip("langgraph.checkpoint.sqlite")
+
+
+def test_a_replay_runs_every_recorded_call_on_both_savers() -> None:
+    bench = load_bench("langgraph_replay")
+    r = bench.measure(3, 1)
+    # LangGraph's calls for one invoke of the bench's graph: the latest checkpoint,
+    # three puts (input, step 0, step 1) and two put_writes
+    assert r["turns"] == 3 and r["calls"] == 3 * 6
+    for kind in ("tether", "sqlite"):
+        by = r[kind]["by_method_ms_per_turn"]
+        assert set(by) == {"get_tuple", "put", "put_writes"} and all(v > 0 for v in by.values())
+    sql = r["tether"]["sql_by_statement"]
+    # TetherSaver's store ran its statements on the timed cursor: the node INSERTs, one
+    # commit each (3 puts + 2 put_writes a turn; the very first ones open a transaction)
+    inserts = sum(
+        v["calls_per_turn"] for k, v in sql.items() if k.startswith("INSERT INTO tether_nodes")
+    )
+    assert inserts == 5
+    assert 0 < r["tether"]["sql_ms_per_turn"] < r["tether"]["ms_per_turn"]
+    lines = bench.table([r])
+    assert lines[0].startswith("| turns |") and lines[2].startswith("| 3 |")

@@ -48,7 +48,9 @@ def id_str(raw: bytes) -> str:
 
 
 def pack_ids(ids: Sequence[str]) -> bytes:
-    return b"".join(bytes.fromhex(i[3:]) for i in ids)
+    if len(ids) == 1:  # one parent: the common case
+        return bytes.fromhex(ids[0][3:])
+    return b"".join([bytes.fromhex(i[3:]) for i in ids])
 
 
 def unpack_ids(raw: bytes | None) -> tuple[str, ...]:

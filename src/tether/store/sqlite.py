@@ -511,30 +511,42 @@ class SQLiteStore(Store):
         return seq + len(nodes)
 
     def _prepare(self, namespace: str, w: ScopeWrite) -> _Prepared:
-        # Everything that needs no lock is done before BEGIN IMMEDIATE.
-        rows: list[tuple[Any, ...]] = []
-        last = len(w.nodes) - 1
-        for i, n in enumerate(w.nodes):
-            frontier: bytes | None = None
-            if i == last:
-                if tuple(w.frontier) == (n.id,):
-                    frontier = b""  # the common case: the last node is the only head
-                elif not w.frontier:
-                    frontier = b"\x00"  # an empty frontier (not a multiple of 12 bytes)
-                else:
-                    frontier = pack_ids(w.frontier)
-            rows.append(
-                (
-                    n.sequence,
-                    bytes.fromhex(n.id[3:]),
-                    KIND_CODE[n.kind],
-                    pack_ids(n.parents),
-                    created_at_value(n.created_at),
-                    n.resource_key,
-                    frontier,
-                    self.codec.encode(namespace, w.scope, n.payload),
-                )
+        # Everything that needs no lock is done before the commit's statement: the row
+        # of each node (the frontier rides on the last one, below), names bound to
+        # locals and orjson called directly for the default codec, as in ``_decode``.
+        codec = self.codec
+        if type(codec) is JsonCodec:
+            encode: Callable[[Any], bytes] = orjson.dumps
+        else:
+            scope = w.scope
+
+            def encode(payload: Any) -> bytes:
+                return codec.encode(namespace, scope, payload)
+
+        kind, at, pack, fromhex = KIND_CODE, created_at_value, pack_ids, bytes.fromhex
+        rows: list[tuple[Any, ...]] = [
+            (
+                n.sequence,
+                fromhex(n.id[3:]),
+                kind[n.kind],
+                pack(n.parents),
+                at(n.created_at),
+                n.resource_key,
+                None,
+                encode(n.payload),
             )
+            for n in w.nodes
+        ]
+        if rows:
+            front = w.frontier
+            if len(front) == 1 and front[0] == w.nodes[-1].id:
+                frontier = b""  # the common case: the last node is the only head
+            elif not front:
+                frontier = b"\x00"  # an empty frontier (not a multiple of 12 bytes)
+            else:
+                frontier = pack(front)
+            r = rows[-1]
+            rows[-1] = (*r[:6], frontier, r[7])
         return _Prepared(w.scope, w.expected_generation, w.expected_sequence, rows)
 
     def _commit(self, namespace: str, prepared: list[_Prepared]) -> None:

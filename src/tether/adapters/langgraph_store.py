@@ -63,7 +63,7 @@ from ..core.graph import CausalNode
 from ..core.vocab import Vocabulary
 from ..store import Store, open_store
 from ..store.txn import Transaction, transact
-from ._sync import LoopBridge
+from ._sync import LoopBridge, ScopeLocks
 
 try:  # langgraph-checkpoint >= 4.3 checks the labels of ops given to batch
     from langgraph.store.base import validate_op_namespace as _validate_op
@@ -109,6 +109,9 @@ class TetherStore(InMemoryStore):
         self._bridge = LoopBridge(loop or None, private=loop is False)
         self._owns_store = False
         self._mark: tuple[int, int] | None = None
+        # this store's batches, one at a time: concurrent tasks' puts would otherwise
+        # race each other for the scope's head on a pooled store (``ScopeLocks``)
+        self._writing = ScopeLocks()
         # (namespace, key) -> (expires at, ttl in minutes) of the items that expire
         self._expiry: dict[tuple[tuple[str, ...], str], tuple[datetime, float]] = {}
         # expired items hidden from reads, not yet tombstoned by a sweep
@@ -344,8 +347,9 @@ class TetherStore(InMemoryStore):
                     },
                 )
 
-        with erased_placeholders():
-            await transact(self.store, self.namespace, stage, vocabulary=_VOCAB)
+        async with self._writing.hold(self.scope):
+            with erased_placeholders():
+                await transact(self.store, self.namespace, stage, vocabulary=_VOCAB)
 
     # -- reads: the projection, brought up to the scope's head ---------------------
 

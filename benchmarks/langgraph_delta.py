@@ -1,0 +1,157 @@
+"""A LangGraph chat on ``DeltaChannel`` (the O(new messages) way): write time per turn
+from turn 10 to 1,000, TetherSaver beside SqliteSaver.
+
+    .venv/bin/python benchmarks/langgraph_delta.py                 # 1,000 turns
+    .venv/bin/python benchmarks/langgraph_delta.py --turns 100     # quicker
+
+The graph is the bench's (``systems/_langgraph.py``: one node that answers, one
+``graph.invoke(..., durability="sync")`` per turn, messages of 200 bytes) with its
+messages channel a ``DeltaChannel`` (LangGraph 1.2, default snapshot frequency) in
+place of ``add_messages``. Both savers on SQLite, WAL, ``synchronous=FULL``, one after
+the other in this process. Reported per window of turns (1-10, 91-100, 991-1000):
+the median time of the whole ``invoke`` and of the checkpointer's writes in it
+(``put`` + ``put_writes``), and the bytes on disk per turn over the whole run (WAL
+folded in by a TRUNCATE checkpoint). ``--json PATH`` writes the figures.
+"""
+
+
+import argparse
+import json
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(BENCH.parent / "src"))
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage  # noqa: E402
+from langgraph.channels.delta import DeltaChannel  # noqa: E402
+from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
+from langgraph.graph import START, StateGraph  # noqa: E402
+from langgraph.graph.message import add_messages  # noqa: E402
+from workload import turn_messages  # noqa: E402
+
+from tether.adapters.langgraph import TetherSaver  # noqa: E402
+
+
+def _append(state: list[AnyMessage], writes: Sequence[Any]) -> list[AnyMessage]:
+    return list(add_messages(state, [m for w in writes for m in w]))
+
+
+# (No `from __future__ import annotations` in this file: LangGraph evaluates ChatState's
+# annotations when it builds the graph, also when the tests load this script as a module.)
+class ChatState(TypedDict):
+    messages: Annotated[list[AnyMessage], DeltaChannel(_append)]
+    reply: str
+
+
+def _assistant(state: ChatState) -> dict[str, Any]:
+    return {"messages": [AIMessage(content=state["reply"])]}
+
+
+def build(saver: Any) -> Any:
+    g = StateGraph(ChatState)
+    g.add_node("assistant", _assistant)
+    g.add_edge(START, "assistant")
+    return g.compile(checkpointer=saver)
+
+
+def windows(turns: int) -> list[tuple[int, int]]:
+    out = [(1, 10), (91, 100), (turns - 9, turns)]
+    return [w for i, w in enumerate(out) if w[0] >= 1 and w[1] <= turns and w not in out[:i]]
+
+
+def _bytes(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
+def run(kind: str, turns: int, folder: Path) -> dict[str, Any]:
+    db = folder / f"{kind}.db"
+    if kind == "tether":
+        saver: Any = TetherSaver.from_url(f"sqlite:///{db}?durability=full")
+    else:
+        conn = sqlite3.connect(db, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        saver = SqliteSaver(conn)
+    spent = [0.0]
+    for name in ("put", "put_writes"):
+        real = getattr(saver, name)
+
+        def timed(*a: Any, _real: Any = real, **k: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return _real(*a, **k)
+            finally:
+                spent[0] += time.perf_counter() - t
+
+        setattr(saver, name, timed)
+    graph = build(saver)
+    cfg = {"configurable": {"thread_id": "delta"}}
+    invoke_ms: list[float] = []
+    write_ms: list[float] = []
+    for i in range(turns):
+        user, assistant = turn_messages("delta", i)
+        spent[0] = 0.0
+        t = time.perf_counter()
+        graph.invoke(
+            {"messages": [HumanMessage(content=user)], "reply": assistant}, cfg, durability="sync"
+        )
+        invoke_ms.append((time.perf_counter() - t) * 1e3)
+        write_ms.append(spent[0] * 1e3)
+    n = len(graph.get_state(cfg).values["messages"])
+    if kind == "tether":
+        saver.close()
+    else:
+        saver.conn.close()
+    return {
+        "messages": n,
+        "bytes_per_turn": _bytes(db) / turns,
+        "windows": {
+            f"{a}-{b}": {
+                "invoke_ms": statistics.median(invoke_ms[a - 1 : b]),
+                "writes_ms": statistics.median(write_ms[a - 1 : b]),
+            }
+            for a, b in windows(turns)
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--turns", type=int, default=1000)
+    p.add_argument("--json", default="", help="write the figures to this file")
+    a = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        results = {kind: run(kind, a.turns, Path(tmp)) for kind in ("tether", "sqlite")}
+    names = {"tether": "TetherSaver", "sqlite": "SqliteSaver"}
+    spans = list(results["tether"]["windows"])
+    print(
+        "| saver | "
+        + " | ".join(f"turns {w}: invoke / writes ms" for w in spans)
+        + " | bytes/turn |"
+    )
+    print("|---|" + "---:|" * (len(spans) + 1))
+    for kind, r in results.items():
+        cells = [
+            f"{r['windows'][w]['invoke_ms']:.2f} / {r['windows'][w]['writes_ms']:.2f}"
+            for w in spans
+        ]
+        print(
+            f"| {names[kind]} | " + " | ".join(cells) + f" | {r['bytes_per_turn'] / 1024:.1f} KiB |"
+        )
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import operator
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -255,8 +255,13 @@ _op = st.one_of(
 )
 
 
-async def _apply(saver: TetherSaver, ops: list[tuple[Any, ...]]) -> list[RunnableConfig]:
-    """Run random operations on thread ``t``; every checkpoint id ever put, oldest first."""
+async def _apply(
+    saver: TetherSaver,
+    ops: list[tuple[Any, ...]],
+    after_each: Callable[[], Awaitable[None]] | None = None,
+) -> list[RunnableConfig]:
+    """Run random operations on thread ``t``; every checkpoint id ever put, oldest first.
+    ``after_each`` runs after every operation."""
     configs: list[RunnableConfig] = []
     ids: list[str] = []  # creation order: a re-put's parent is older, so no cycles
     early: list[str] = []
@@ -281,6 +286,8 @@ async def _apply(saver: TetherSaver, ops: list[tuple[Any, ...]]) -> list[Runnabl
             early.append(cid)
         elif op[0] == "delete":
             await saver.adelete_for_runs([f"r{op[1]}"])
+        if after_each is not None:
+            await after_each()
     return configs
 
 
@@ -305,6 +312,105 @@ def test_same_history_as_langgraphs_walk(ops: list[tuple[Any, ...]], copy: bool,
                 got = await saver.aget_delta_channel_history(config=cfg, channels=channels)
                 want = await _adefault(saver, cfg, channels)
                 assert _typed(got) == _typed(want), cfg
+
+    saved = _lg_history._Pages.page
+    _lg_history._Pages.page = page
+    try:
+        asyncio.run(run())
+    finally:
+        _lg_history._Pages.page = saved
+
+
+async def test_each_walk_starts_from_the_last_ones_nodes_and_stays_exact(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A chain that grows between walks: each walk reads only the nodes stored since the
+    last one (``_Pages``, ``TetherSaver._recent``), and its answer is LangGraph's walk's,
+    also after another saver wrote the thread and after a reset."""
+    store = MemoryStore()
+    saver = TetherSaver(store, namespace="grow")
+    stranger = TetherSaver(store, namespace="grow")
+    latest: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    configs = await _chain(saver, "t", 30, snapshots={0, 10, 20})
+
+    async def same() -> list[Any]:
+        got = await saver.aget_delta_channel_history(config=latest, channels=["ch"])
+        assert _typed(got) == _typed(await _adefault(saver, latest, ["ch"]))
+        return _values(got, "ch")
+
+    assert await same() == list(range(20, 29))
+    pages = _count_pages(saver, monkeypatch)
+    for i in range(30, 36):
+        configs.append(await _put(saver, "t", configs[-1], {}, i))
+        await saver.aput_writes(configs[-1], [("ch", i)], str(uuid.uuid4()))
+        assert await same() == list(range(20, i))
+    assert pages == {"since": 6, "pages": 0}  # never a whole page again
+    # another saver moves the thread: its nodes are read, the answer follows them
+    configs.append(await _put(stranger, "t", configs[-1], {"ch": _DeltaSnapshot("s")}, 40))
+    await stranger.aput_writes(configs[-1], [("ch", 40)], "x")
+    configs.append(await _put(stranger, "t", configs[-1], {}, 41))
+    assert await same() == [40]
+    # a reset: the kept nodes belong to the old generation, so a whole page is read
+    await stranger.adelete_thread("t")
+    configs = await _chain(stranger, "t", 5, snapshots={0})
+    assert await same() == [0, 1, 2, 3]
+    assert pages["pages"] == 1
+
+
+def _count_pages(saver: TetherSaver, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How the saver's walks start: from the kept nodes, or with a page read."""
+    counts = {"since": 0, "pages": 0}
+    real_since, real_nodes = _lg_history._Pages._since, saver.store.nodes
+
+    async def since(self: Any, recent: Any) -> bool:
+        ok: bool = await real_since(self, recent)
+        counts["since"] += ok
+        return ok
+
+    async def nodes(*a: Any, **k: Any) -> Any:
+        if k.get("descending"):
+            counts["pages"] += 1
+        return await real_nodes(*a, **k)
+
+    monkeypatch.setattr(_lg_history._Pages, "_since", since)
+    monkeypatch.setattr(saver.store, "nodes", nodes)
+    return counts
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ops=st.lists(_op, min_size=1, max_size=20),
+    page=st.sampled_from([1, 3, 512]),
+    other=st.sets(st.integers(0, 19), max_size=4),  # another saver writes after these ops
+    reset=st.sets(st.integers(0, 19), max_size=2),  # the thread is deleted after these
+)
+def test_a_growing_thread_reads_its_history_exactly_between_writes(
+    ops: list[tuple[Any, ...]], page: int, other: set[int], reset: set[int]
+) -> None:
+    """A walk starts from the newest nodes the last walk read (``_Pages``): asked after
+    every operation, with another saver writing the same thread in between and the
+    thread deleted (a reset) now and then, it gives LangGraph's own walk's answer."""
+
+    async def run() -> None:
+        store = MemoryStore()
+        saver = TetherSaver(store, namespace="grow")
+        stranger = TetherSaver(store, namespace="grow")
+        step = [0]
+
+        async def check() -> None:
+            n = step[0]
+            step[0] += 1
+            if n in other:
+                await _put(stranger, "t", None, {"a": _DeltaSnapshot(f"x{n}")}, 100 + n)
+            if n in reset:
+                await stranger.adelete_thread("t")
+            cfg: RunnableConfig = {"configurable": {"thread_id": "t"}}
+            for channels in (["a", "b"], ["b"]):
+                got = await saver.aget_delta_channel_history(config=cfg, channels=channels)
+                want = await _adefault(saver, cfg, channels)
+                assert _typed(got) == _typed(want), (n, channels)
+
+        await _apply(saver, ops, check)
 
     saved = _lg_history._Pages.page
     _lg_history._Pages.page = page

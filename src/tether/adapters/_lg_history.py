@@ -51,12 +51,29 @@ if TYPE_CHECKING:
 _ALL: Final = 1_000_000
 
 
+_RECENT_KEEP: Final = 1024  # newest nodes of a thread kept between calls (``_Pages``)
+
+
 class _Pages:
-    """The thread's nodes, newest first, read a page at a time on demand."""
+    """The thread's nodes, newest first, read a page at a time on demand.
+
+    ``recent``: the newest nodes of the thread as an earlier call read them, with the
+    generation they belong to (``TetherSaver._recent``). Nodes never change once
+    stored, and only a reset (which bumps the generation) removes them, so while the
+    generation is the same the first read only fetches the nodes stored since; a
+    ``DeltaChannel`` walk back to its snapshot (LangGraph's default: 100 updates)
+    then decodes a step's new nodes instead of the whole page again.
+    """
 
     page = 512  # nodes per read (tests set it small to end walks at page edges)
 
-    def __init__(self, saver: TetherSaver, scope: str, e: str) -> None:
+    def __init__(
+        self,
+        saver: TetherSaver,
+        scope: str,
+        e: str,
+        recent: tuple[int, list[CausalNode]] | None = None,
+    ) -> None:
         self.saver, self.scope = saver, scope
         self.cp_key, self.w_prefix = cp_key(e), w_prefix(e)
         self.nodes: dict[str, CausalNode] = {}
@@ -65,11 +82,39 @@ class _Pages:
         self.writes: dict[str, list[dict[str, Any]]] = {}
         self.before: int | None = None
         self.done = False
+        self.recent = recent
+        self.read: list[CausalNode] = []  # every node taken in, newest first, contiguous
+        self.generation: int | None = None  # the generation ``read`` belongs to, if known
 
     async def more(self) -> None:
-        page = await self.saver.store.nodes(
-            self.saver.namespace, self.scope, before=self.before, limit=self.page, descending=True
+        store, ns = self.saver.store, self.saver.namespace
+        if self.before is None and self.generation is None:
+            recent, self.recent = self.recent, None
+            if recent is not None and await self._since(recent):
+                return
+            self.generation = (await store.head(ns, self.scope)).generation
+        page = await store.nodes(
+            ns, self.scope, before=self.before, limit=self.page, descending=True
         )
+        self._take(page)
+        self.done = len(page) < self.page
+
+    async def _since(self, recent: tuple[int, list[CausalNode]]) -> bool:
+        """Take in the nodes stored since ``recent`` was read, then ``recent`` itself;
+        False (nothing taken) if the thread was reset since, or grew by a page or more."""
+        store, ns = self.saver.store, self.saver.namespace
+        generation, nodes = recent
+        newer = await store.nodes(ns, self.scope, after=nodes[0].sequence, limit=self.page)
+        # after the read: the same generation now means no reset since ``recent``
+        # (generations only grow), so the nodes read belong to it too
+        if len(newer) >= self.page or (await store.head(ns, self.scope)).generation != generation:
+            return False
+        self.generation = generation
+        self._take([*reversed(newer), *nodes])
+        self.done = nodes[-1].sequence <= 1
+        return True
+
+    def _take(self, page: Sequence[CausalNode]) -> None:
         cp, wp, n_wp = self.cp_key, self.w_prefix, len(self.w_prefix)
         for n in page:
             self.nodes[n.id] = n
@@ -83,12 +128,23 @@ class _Pages:
                 self.writes.setdefault(rk[n_wp:], []).extend(write_records([n.payload])[::-1])
         if page:
             self.before = page[-1].sequence
-        self.done = len(page) < self.page
+            if len(self.read) < _RECENT_KEEP:
+                self.read.extend(page[: _RECENT_KEEP - len(self.read)])
 
     async def checkpoint(self, cid: str) -> CausalNode | None:
         while cid not in self.checkpoints and not self.done:
             await self.more()
         return self.checkpoints.get(cid)
+
+    async def kept(self) -> tuple[int, list[CausalNode]] | None:
+        """What a later call may start from: the newest nodes read, if the thread was
+        not reset while they were read (the generation before and after is the same)."""
+        if not self.read or self.generation is None:
+            return None
+        head = await self.saver.store.head(self.saver.namespace, self.scope)
+        if head.generation != self.generation:
+            return None
+        return self.generation, self.read
 
 
 async def delta_history(
@@ -115,7 +171,7 @@ async def delta_history(
         if odd_key(e) in heads:
             marks = await store.versions(namespace, scope, odd_key(e), limit=_ALL)
             odd = {m.payload["id"] for m in marks}
-        pages = _Pages(saver, scope, e)
+        pages = _Pages(saver, scope, e, saver._recent.get((scope, e)))
         remaining = set(wanted)
         visited: set[str] = set()
         chain: list[tuple[CausalNode, list[dict[str, Any]]]] = []  # newest first
@@ -144,6 +200,11 @@ async def delta_history(
                 collected[w["channel"]].append((w["task"], w["value"]))
         refs = [ref for c in wanted for _, ref in collected[c]] + [seeds[c] for c in seeds]
         values_out = iter(await saver._resolve(scope, refs, pages.nodes))
+        kept = await pages.kept()
+        if kept is None:
+            saver._recent.pop((scope, e))
+        else:
+            saver._recent.put((scope, e), kept)
     else:
         values_out = iter(())
     result: dict[str, DeltaChannelHistory] = {}

@@ -270,6 +270,9 @@ class TetherSaver(BaseCheckpointSaver[str]):
         self._tips: LRU[str, _Tip] = LRU(512)
         # this saver's writes to one thread, one at a time (``ScopeLocks``)
         self._writing = ScopeLocks()
+        # (scope, ns) -> the newest nodes of a thread as the last delta-history walk read
+        # them, with their generation (``_lg_history._Pages``)
+        self._recent: LRU[tuple[str, str], tuple[int, builtins.list[CausalNode]]] = LRU(32)
 
     # -- opening and closing ---------------------------------------------------
 

@@ -22,44 +22,24 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "src"))
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage  # noqa: E402
-from langgraph.channels.delta import DeltaChannel  # noqa: E402
+from langchain_core.messages import HumanMessage  # noqa: E402
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
-from langgraph.graph import START, StateGraph  # noqa: E402
-from langgraph.graph.message import add_messages  # noqa: E402
+from systems import _langgraph as lg  # noqa: E402
 from workload import turn_messages  # noqa: E402
 
 from tether.adapters.langgraph import TetherSaver  # noqa: E402
 
 
-def _append(state: list[AnyMessage], writes: Sequence[Any]) -> list[AnyMessage]:
-    return list(add_messages(state, [m for w in writes for m in w]))
-
-
-# (No `from __future__ import annotations` in this file: LangGraph evaluates ChatState's
-# annotations when it builds the graph, also when the tests load this script as a module.)
-class ChatState(TypedDict):
-    messages: Annotated[list[AnyMessage], DeltaChannel(_append)]
-    reply: str
-
-
-def _assistant(state: ChatState) -> dict[str, Any]:
-    return {"messages": [AIMessage(content=state["reply"])]}
-
-
 def build(saver: Any) -> Any:
-    g = StateGraph(ChatState)
-    g.add_node("assistant", _assistant)
-    g.add_edge(START, "assistant")
-    return g.compile(checkpointer=saver)
+    """The bench's chat graph with its messages in a ``DeltaChannel``."""
+    return lg.build(saver, lg.delta_state())
 
 
 def windows(turns: int) -> list[tuple[int, int]]:

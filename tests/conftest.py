@@ -73,6 +73,17 @@ def server_url(var: str) -> str:
     pytest.skip(f"{var} not set: no server to test against (set it to run these tests)")
 
 
+async def drop_pg_schema(url: str, schema: str) -> None:
+    """Drop a test's own PostgreSQL schema (its tables with it), on a connection of its own."""
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        await conn.close()
+
+
 @pytest.fixture
 def postgres_url() -> str:
     return server_url("TETHER_TEST_POSTGRES_URL")

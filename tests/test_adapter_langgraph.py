@@ -47,6 +47,7 @@ from langgraph.checkpoint.conformance.test_utils import (
 )
 from langgraph.graph import END, START, MessagesState, StateGraph
 
+from conftest import drop_pg_schema
 from tether import InvalidRequest
 from tether.adapters._lg_codec import array_header, join_array, split_items
 from tether.adapters._lg_values import ValueCodec
@@ -158,13 +159,7 @@ async def test_conformance_suite(
         for s in stores:
             await s.close()
         if backend == "postgres":
-            import asyncpg
-
-            conn = await asyncpg.connect(pg)
-            try:
-                await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-            finally:
-                await conn.close()
+            await drop_pg_schema(pg, schema)
     _assert_all_passed(report)
 
 
@@ -1108,8 +1103,6 @@ async def test_concurrent_writes_of_one_thread_on_a_pooled_store_all_land(
     and lose until their retries ran out (Conflict out of LangGraph's own
     test_max_concurrency); the saver queues its writes to one thread instead, so
     every one lands, once, while another thread's writes go on beside them."""
-    import asyncpg
-
     schema = f"tether_lg_{uuid.uuid4().hex[:12]}"
     sep = "&" if "?" in postgres_url else "?"
     saver = await TetherSaver.afrom_url(f"{postgres_url}{sep}schema={schema}&max_size=8")
@@ -1137,8 +1130,4 @@ async def test_concurrent_writes_of_one_thread_on_a_pooled_store_all_land(
         assert len(saver._writing) == 0  # no lock outlives its writers
     finally:
         await saver.aclose()
-        conn = await asyncpg.connect(postgres_url)
-        try:
-            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        finally:
-            await conn.close()
+        await drop_pg_schema(postgres_url, schema)

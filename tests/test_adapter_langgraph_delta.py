@@ -313,12 +313,7 @@ def test_same_history_as_langgraphs_walk(ops: list[tuple[Any, ...]], copy: bool,
                 want = await _adefault(saver, cfg, channels)
                 assert _typed(got) == _typed(want), cfg
 
-    saved = _lg_history._Pages.page
-    _lg_history._Pages.page = page
-    try:
-        asyncio.run(run())
-    finally:
-        _lg_history._Pages.page = saved
+    _run_with_page(run(), page)
 
 
 async def test_each_walk_starts_from_the_last_ones_nodes_and_stays_exact(
@@ -412,10 +407,15 @@ def test_a_growing_thread_reads_its_history_exactly_between_writes(
 
         await _apply(saver, ops, check)
 
+    _run_with_page(run(), page)
+
+
+def _run_with_page(coro: Awaitable[None], page: int) -> None:
+    """``asyncio.run(coro)`` with the history walk reading ``page`` nodes at a time."""
     saved = _lg_history._Pages.page
     _lg_history._Pages.page = page
     try:
-        asyncio.run(run())
+        asyncio.run(coro)  # type: ignore[arg-type]
     finally:
         _lg_history._Pages.page = saved
 

@@ -8,6 +8,7 @@ import pytest
 
 pytest.importorskip("langgraph.store.memory")
 
+from conftest import drop_pg_schema
 from tether.adapters.langgraph_store import TetherStore
 from tether.models.embeddings import HashingEmbedder
 from tether.projections import recall
@@ -92,8 +93,6 @@ async def test_concurrent_puts_on_a_pooled_store_all_land(postgres_url: str) -> 
     import asyncio
     import uuid
 
-    import asyncpg
-
     schema = f"tether_lgs_{uuid.uuid4().hex[:12]}"
     sep = "&" if "?" in postgres_url else "?"
     store = await TetherStore.afrom_url(f"{postgres_url}{sep}schema={schema}&max_size=8")
@@ -106,8 +105,4 @@ async def test_concurrent_puts_on_a_pooled_store_all_land(postgres_url: str) -> 
         assert len(store._writing) == 0
     finally:
         await store.aclose()
-        conn = await asyncpg.connect(postgres_url)
-        try:
-            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        finally:
-            await conn.close()
+        await drop_pg_schema(postgres_url, schema)

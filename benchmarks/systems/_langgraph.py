@@ -9,6 +9,7 @@ assistant message. ``durability="sync"`` makes LangGraph write each checkpoint b
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AIMessage, HumanMessage
@@ -21,14 +22,34 @@ class ChatState(TypedDict):
     reply: str
 
 
+def _append(state: list[Any], writes: Sequence[Any]) -> list[Any]:
+    return list(add_messages(state, [m for w in writes for m in w]))
+
+
+def delta_state() -> type:
+    """The same state with its messages in a ``DeltaChannel`` (LangGraph 1.2, default
+    snapshot frequency): the O(new messages) way (``benchmarks/langgraph_delta.py``)."""
+    from langgraph.channels.delta import DeltaChannel
+
+    # the functional form: its annotations are objects, not strings to resolve later
+    return TypedDict(  # type: ignore[operator]
+        "DeltaChatState", {"messages": Annotated[list, DeltaChannel(_append)], "reply": str}
+    )
+
+
 def _assistant(state: ChatState) -> dict[str, Any]:
     # The "model" answers with the text the workload prepared for this turn.
     return {"messages": [AIMessage(content=state["reply"])]}
 
 
-def build(checkpointer: Any) -> Any:
-    g = StateGraph(ChatState)
-    g.add_node("assistant", _assistant)
+def _reply(state: Any) -> dict[str, Any]:
+    # _assistant without its annotation: LangGraph reads a node's state type from it
+    return _assistant(state)
+
+
+def build(checkpointer: Any, state: type = ChatState) -> Any:
+    g = StateGraph(state)
+    g.add_node("assistant", _assistant if state is ChatState else _reply)
     g.add_edge(START, "assistant")
     return g.compile(checkpointer=checkpointer)
 

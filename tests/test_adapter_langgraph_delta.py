@@ -352,6 +352,33 @@ async def test_each_walk_starts_from_the_last_ones_nodes_and_stays_exact(
     assert pages["pages"] == 1
 
 
+async def test_an_encrypted_store_keeps_no_nodes_between_walks() -> None:
+    """Under a cipher, erasing a user makes payloads unreadable where they are stored;
+    a node kept from an earlier walk would still show them. So walks on an encrypted
+    store read the store each time, and answer exactly as LangGraph's walk."""
+    pytest.importorskip("cryptography")
+    from tether.crypto import MasterKey
+
+    store = await open_store("memory://", cipher=MasterKey.generate())
+    try:
+        saver = TetherSaver(store, namespace="sealed")
+        latest: RunnableConfig = {"configurable": {"thread_id": "t"}}
+        configs = await _chain(saver, "t", 12, snapshots={0})
+        for i in range(12, 15):
+            got = await saver.aget_delta_channel_history(config=latest, channels=["ch"])
+            assert _typed(got) == _typed(await _adefault(saver, latest, ["ch"]))
+            assert len(saver._recent) == 0
+            configs.append(await _put(saver, "t", configs[-1], {}, i))
+            await saver.aput_writes(configs[-1], [("ch", i)], str(uuid.uuid4()))
+    finally:
+        await store.close()
+    # and on the default codec the same walks keep the newest nodes
+    plain = TetherSaver(MemoryStore(), namespace="plain")
+    await _chain(plain, "t", 12, snapshots={0})
+    await plain.aget_delta_channel_history(config=latest, channels=["ch"])
+    assert len(plain._recent) == 1
+
+
 def _count_pages(saver: TetherSaver, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """How the saver's walks start: from the kept nodes, or with a page read."""
     counts = {"since": 0, "pages": 0}

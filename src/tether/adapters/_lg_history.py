@@ -32,6 +32,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, get_checkpoint_id
 
 from ..core.graph import CausalNode
+from ..store.base import JsonCodec
 from ._lg_keys import (
     configurable,
     cp_key,
@@ -58,8 +59,8 @@ class _Pages:
     """The thread's nodes, newest first, read a page at a time on demand.
 
     ``recent``: the newest nodes of the thread as an earlier call read them, with the
-    generation they belong to (``TetherSaver._recent``). Nodes never change once
-    stored, and only a reset (which bumps the generation) removes them, so while the
+    generation they belong to (``TetherSaver._recent``; only on a store with the
+    default codec, see ``delta_history``). Nodes never change once stored, and only a reset (which bumps the generation) removes them, so while the
     generation is the same the first read only fetches the nodes stored since; a
     ``DeltaChannel`` walk back to its snapshot (LangGraph's default: 100 updates)
     then decodes a step's new nodes instead of the whole page again.
@@ -171,7 +172,11 @@ async def delta_history(
         if odd_key(e) in heads:
             marks = await store.versions(namespace, scope, odd_key(e), limit=_ALL)
             odd = {m.payload["id"] for m in marks}
-        pages = _Pages(saver, scope, e, saver._recent.get((scope, e)))
+        # Kept nodes only where a stored payload reads back the same forever: the
+        # default codec. Under a cipher, erasing a user makes payloads unreadable in
+        # place, and a kept node would still show what was erased.
+        keep = type(store.codec) is JsonCodec
+        pages = _Pages(saver, scope, e, saver._recent.get((scope, e)) if keep else None)
         remaining = set(wanted)
         visited: set[str] = set()
         chain: list[tuple[CausalNode, list[dict[str, Any]]]] = []  # newest first
@@ -200,7 +205,7 @@ async def delta_history(
                 collected[w["channel"]].append((w["task"], w["value"]))
         refs = [ref for c in wanted for _, ref in collected[c]] + [seeds[c] for c in seeds]
         values_out = iter(await saver._resolve(scope, refs, pages.nodes))
-        kept = await pages.kept()
+        kept = await pages.kept() if keep else None
         if kept is None:
             saver._recent.pop((scope, e))
         else:

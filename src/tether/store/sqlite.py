@@ -97,6 +97,14 @@ _INSERT_NODES: Final = (
 _ROW: Final = "(?, ?, ?, ?, ?, ?, ?, ?)"
 
 
+def _row_params(p: _Prepared, base: int, rows: list[tuple[Any, ...]]) -> list[Any]:
+    """The parameters of an INSERT of ``rows`` (of ``p``) into the scope whose row keys
+    start at ``base``; StoreError if the write would pass the scope's last sequence."""
+    if p.rows[-1][0] > _LOW:
+        raise StoreError(f"scope {p.scope!r} is full: 2**32 - 1 nodes is the most it holds")
+    return [v for r in rows for v in (base | r[0], *r[1:])]
+
+
 @functools.cache
 def _insert(n: int) -> str:
     """INSERT of ``n`` node rows in one statement."""
@@ -126,6 +134,11 @@ def _is_busy(e: sqlite3.Error) -> bool:
     return "locked" in msg or "busy" in msg
 
 
+def _failed(e: sqlite3.Error, path: str, what: str = "SQLite") -> StoreError:
+    """The StoreError of a SQLite error that is not SQLITE_BUSY."""
+    return StoreError(f"{what} failed on {path!r}: {e}")
+
+
 async def retry_busy(
     attempt: Callable[[], Awaitable[T]], *, path: str, busy_timeout: float, what: str = "SQLite"
 ) -> T:
@@ -139,7 +152,7 @@ async def retry_busy(
             return await attempt()
         except sqlite3.Error as e:
             if not _is_busy(e):
-                raise StoreError(f"{what} failed on {path!r}: {e}") from e
+                raise _failed(e, path, what) from e
             now = time.monotonic()
             if not deadline:
                 deadline = now + busy_timeout
@@ -367,7 +380,7 @@ class SQLiteStore(Store):
                 return self._guarded(fn, *args)
             except sqlite3.Error as e:
                 if not _is_busy(e):
-                    raise StoreError(f"SQLite failed on {self.path!r}: {e}") from e
+                    raise _failed(e, self.path) from e
 
         async def attempt() -> T:
             if self._executor is None:
@@ -577,9 +590,7 @@ class SQLiteStore(Store):
         if sid is None:
             return False
         base = sid << 32
-        if rows[-1][0] > _LOW:
-            raise StoreError(f"scope {p.scope!r} is full: 2**32 - 1 nodes is the most it holds")
-        params = [v for r in rows for v in (base | r[0], *r[1:])]
+        params = _row_params(p, base, rows)
         params += (sid, p.generation, base, base | _LOW, base | p.sequence)
         try:
             cur = self._q.execute(_checked_insert(len(rows)), params)
@@ -616,17 +627,12 @@ class SQLiteStore(Store):
                 return
             if seq == 0:
                 c.execute("UPDATE tether_scopes SET live = 1 WHERE sid = ?", (sid,))
-        base = sid << 32
-        if p.rows[-1][0] > _LOW:
-            raise StoreError(f"scope {p.scope!r} is full: 2**32 - 1 nodes is the most it holds")
+        base, rows = sid << 32, p.rows
         # The resource heads follow by trigger (``_sqlite_schema``, migration 2).
         try:
-            rows = p.rows
             for i in range(0, len(rows), _ONE_STATEMENT_ROWS):
                 chunk = rows[i : i + _ONE_STATEMENT_ROWS]
-                self._q.execute(
-                    _insert(len(chunk)), [v for r in chunk for v in (base | r[0], *r[1:])]
-                )
+                self._q.execute(_insert(len(chunk)), _row_params(p, base, chunk))
         except sqlite3.IntegrityError:
             raise self._duplicates(namespace, p, sid, seq) from None
 

@@ -9,11 +9,12 @@ The graph is the bench's (``systems/_langgraph.py``: one node that answers, one
 messages channel a ``DeltaChannel`` (LangGraph 1.2, default snapshot frequency) in
 place of ``add_messages``. Both savers on SQLite, WAL, ``synchronous=FULL``, one after
 the other in this process. Reported per window of turns (1-10, 91-100, 991-1000):
-the median time of the whole ``invoke`` and of the checkpointer's writes in it
-(``put`` + ``put_writes``), and the bytes on disk per turn over the whole run (WAL
-folded in by a TRUNCATE checkpoint). ``--json PATH`` writes the figures.
+the median time of the whole ``invoke``, of the checkpointer's writes in it
+(``put`` + ``put_writes``) and of its ``get_delta_channel_history`` (the channel's
+rebuild from the writes since its last snapshot), and the bytes on disk per turn
+over the whole run (WAL folded in by a TRUNCATE checkpoint). ``--json PATH`` writes
+the figures.
 """
-
 
 import argparse
 import json
@@ -62,31 +63,37 @@ def run(kind: str, turns: int, folder: Path) -> dict[str, Any]:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
         saver = SqliteSaver(conn)
-    spent = [0.0]
-    for name in ("put", "put_writes"):
+    spent = {"writes": 0.0, "history": 0.0}
+    for name, what in (
+        ("put", "writes"),
+        ("put_writes", "writes"),
+        ("get_delta_channel_history", "history"),
+    ):
         real = getattr(saver, name)
 
-        def timed(*a: Any, _real: Any = real, **k: Any) -> Any:
+        def timed(*a: Any, _real: Any = real, _what: str = what, **k: Any) -> Any:
             t = time.perf_counter()
             try:
                 return _real(*a, **k)
             finally:
-                spent[0] += time.perf_counter() - t
+                spent[_what] += time.perf_counter() - t
 
         setattr(saver, name, timed)
     graph = build(saver)
     cfg = {"configurable": {"thread_id": "delta"}}
     invoke_ms: list[float] = []
     write_ms: list[float] = []
+    history_ms: list[float] = []
     for i in range(turns):
         user, assistant = turn_messages("delta", i)
-        spent[0] = 0.0
+        spent.update(writes=0.0, history=0.0)
         t = time.perf_counter()
         graph.invoke(
             {"messages": [HumanMessage(content=user)], "reply": assistant}, cfg, durability="sync"
         )
         invoke_ms.append((time.perf_counter() - t) * 1e3)
-        write_ms.append(spent[0] * 1e3)
+        write_ms.append(spent["writes"] * 1e3)
+        history_ms.append(spent["history"] * 1e3)
     n = len(graph.get_state(cfg).values["messages"])
     if kind == "tether":
         saver.close()
@@ -99,6 +106,7 @@ def run(kind: str, turns: int, folder: Path) -> dict[str, Any]:
             f"{a}-{b}": {
                 "invoke_ms": statistics.median(invoke_ms[a - 1 : b]),
                 "writes_ms": statistics.median(write_ms[a - 1 : b]),
+                "history_ms": statistics.median(history_ms[a - 1 : b]),
             }
             for a, b in windows(turns)
         },
@@ -116,13 +124,15 @@ def main(argv: list[str] | None = None) -> int:
     spans = list(results["tether"]["windows"])
     print(
         "| saver | "
-        + " | ".join(f"turns {w}: invoke / writes ms" for w in spans)
+        + " | ".join(f"turns {w}: invoke / writes / history ms" for w in spans)
         + " | bytes/turn |"
     )
     print("|---|" + "---:|" * (len(spans) + 1))
     for kind, r in results.items():
         cells = [
-            f"{r['windows'][w]['invoke_ms']:.2f} / {r['windows'][w]['writes_ms']:.2f}"
+            " / ".join(
+                f"{r['windows'][w][k]:.2f}" for k in ("invoke_ms", "writes_ms", "history_ms")
+            )
             for w in spans
         ]
         print(

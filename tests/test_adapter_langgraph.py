@@ -460,6 +460,45 @@ async def test_a_field_reassigned_in_place_is_stored() -> None:
     assert got[1].content == "edited after reading" and got[2] == {"a": 2}
 
 
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_a_new_saver_puts_again_what_another_one_stored(backend: str, tmp_path: Path) -> None:
+    """A saver with no memory of the store (a new process: a retry after a crash that
+    came after the commit) puts a stored checkpoint and its writes again. It takes its
+    messages for new (a hint, to save look-ups), the commit finds them stored and the
+    put is computed again: no error, nothing stored twice, the same checkpoint back."""
+    store = MemoryStore() if backend == "memory" else await _sqlite(tmp_path)
+    try:
+        msgs = [HumanMessage("hi", id="h0"), AIMessage("hello", id="a0")]
+        cp = generate_checkpoint(
+            channel_values={"messages": msgs}, channel_versions={"messages": 1}
+        )
+        cfg, md = generate_config("m"), generate_metadata(step=0)
+        write = [("messages", [AIMessage("more", id="a1")])]
+        sizes = []
+        for _ in range(2):
+            saver = TetherSaver(store)
+            out = await saver.aput(cfg, cp, md, {"messages": 1})
+            await saver.aput_writes(out, write, "task-1")
+            sizes.append(len(await store.nodes(saver.namespace, "thread:m")))
+        got = await TetherSaver(store).aget_tuple(out)
+        assert got is not None
+        assert [
+            (type(m), m.id, m.content) for m in got.checkpoint["channel_values"]["messages"]
+        ] == [
+            (HumanMessage, "h0", "hi"),
+            (AIMessage, "a0", "hello"),
+        ]
+        assert [(t, c, [m.content for m in v]) for t, c, v in got.pending_writes or []] == [
+            ("task-1", "messages", ["more"])
+        ]
+        # the second put stored only its bookkeeping (the marker that the id was put
+        # again, a checkpoint node and its pointer), no message again
+        kinds = [n.kind for n in (await store.nodes(saver.namespace, "thread:m"))[sizes[0] :]]
+        assert "goal" not in kinds and "inference" not in kinds
+    finally:
+        await store.close()
+
+
 async def test_a_nested_in_place_mutation_is_stored() -> None:
     """A change deep inside an element already put (no field reassigned) is stored."""
     saver = TetherSaver(MemoryStore())

@@ -6,11 +6,13 @@ import asyncio
 import itertools
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 import pytest
 
 from tether import Conflict, Transaction, transact
-from tether.store import Store
+from tether.core.graph import CausalNode
+from tether.store import DuplicateNodes, Store
 
 from .backends import Backend
 
@@ -122,3 +124,111 @@ async def test_reappend_then_explicit_child(store: Store, ns: str) -> None:
     assert again.sequence == goal.sequence  # AgentState returns the existing node
     stored = await store.nodes(ns, "thread:t")
     assert child.id in {n.id for n in stored}
+
+
+# -- a commit that finds nodes already stored (a wrong ``absent`` hint) -------------
+#
+# ``Transaction.hint(absent=...)`` lets a caller skip the look-up of a node it believes
+# new (the LangGraph saver does, for content it has not seen stored); when the belief
+# is wrong the commit reports the stored nodes and the transaction applies its appends
+# again, the stored ones found. That must never commit appends computed from one state
+# onto another.
+
+
+async def _stored_tip(store: Store, ns: str) -> tuple[CausalNode, CausalNode]:
+    """A thread whose node ``e`` (explicit parents) is stored but not on the frontier."""
+    t = Transaction(store, ns)
+    await t.append("thread:t", "goal", {"input": "hi"}, parents=[])
+    e = await t.append("thread:t", "resource", {"e": 1}, parents=[])
+    top = await t.append("thread:t", "inference", {"content": "top"})
+    await t.commit()
+    return e, top
+
+
+async def _restate_e(txn: Transaction, e: CausalNode) -> CausalNode:
+    """Append ``e`` again, wrongly hinted absent, then a node on the frontier (which the
+    pending ``e`` joins), then one naming that node in its parents and its payload."""
+    await txn.hint("thread:t", absent=[e.id])
+    assert (await txn.append("thread:t", "resource", {"e": 1}, parents=[])).id == e.id
+    step = await txn.append("thread:t", "inference", {"content": "step"})
+    return await txn.append(
+        "thread:t", "resource", {"of": step.id}, parents=[step.id], resource_key="var:of"
+    )
+
+
+async def test_a_stored_node_found_at_commit_recomputes_what_followed_it(
+    store: Store, ns: str
+) -> None:
+    e, top = await _stored_tip(store, ns)
+    head = await store.head(ns, "thread:t")
+    runs = 0
+
+    async def fn(txn: Transaction) -> CausalNode:
+        nonlocal runs
+        runs += 1
+        return await _restate_e(txn, e)
+
+    last = await transact(store, ns, fn)
+    assert runs == 2  # the first computation had ``e`` pending: computed again, not patched
+    new = await store.nodes(ns, "thread:t", after=head.sequence)
+    assert [n.kind for n in new] == ["inference", "resource"]  # ``e`` is not written twice
+    step, named = new
+    assert step.parents == (top.id,)  # the stored ``e`` is no longer a frontier node
+    assert named.parents == (step.id,) and named.payload == {"of": step.id}
+    assert last.id == named.id
+    assert (await store.head(ns, "thread:t")).frontier == (named.id,)
+
+
+async def test_a_transaction_that_cannot_replay_conflicts_and_writes_nothing(
+    store: Store, ns: str
+) -> None:
+    e, _ = await _stored_tip(store, ns)
+    head = await store.head(ns, "thread:t")
+    txn = Transaction(store, ns)
+    await _restate_e(txn, e)
+    with pytest.raises(Conflict) as err:
+        await txn.commit()
+    assert err.value.code == "conflict"
+    assert await store.head(ns, "thread:t") == head
+
+
+async def test_a_replay_is_computed_against_the_heads_first_read(
+    store: Store, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that lands between the commit that found a stored node and its replay
+    makes the replay conflict: ``fn`` decided from what it read, so it runs again."""
+    e, _ = await _stored_tip(store, ns)
+    real = store.commit
+    landed: list[CausalNode] = []
+
+    async def commit(namespace: str, writes: Any) -> None:
+        try:
+            await real(namespace, writes)
+        except DuplicateNodes:
+            if not landed:  # another process sets var:x right after this commit failed
+                other = Transaction(store, ns)
+                landed.append(
+                    await other.append(
+                        "thread:t", "resource", {"v": "theirs"}, resource_key="var:x"
+                    )
+                )
+                await other.commit()
+            raise
+
+    monkeypatch.setattr(store, "commit", commit)
+    seen: list[Any] = []
+
+    async def create_if_absent(txn: Transaction) -> str:
+        current = await txn.resource_head("thread:t", "var:x")
+        seen.append(None if current is None else current.payload)
+        if current is not None:
+            return "kept"
+        await txn.hint("thread:t", absent=[e.id])  # wrong: makes the commit replay
+        await txn.append("thread:t", "resource", {"e": 1}, parents=[])
+        await txn.append("thread:t", "resource", {"v": "mine"}, resource_key="var:x")
+        return "created"
+
+    assert await transact(store, ns, create_if_absent) == "kept"
+    assert seen == [None, {"v": "theirs"}]
+    head = await store.resource_head(ns, "thread:t", "var:x")
+    assert head is not None and head.id == landed[0].id

@@ -436,9 +436,10 @@ class Executor(ToolCalls):
         after = txn.committed_head(rc.scope)
         base = txn.base(rc.scope)
         if after is None or base is None or _moved(base, head):
-            # Nothing written to the thread (its head was not checked), or a replay of
-            # the commit (DuplicateNodes) read a newer head than the view's: read again,
-            # and rescan the run when the view may lack nodes.
+            # Nothing written to the thread (its head was not checked), or the commit
+            # was computed against another head than the view's (a commit that finds
+            # stored nodes replays against the heads first read, so not by that): read
+            # again, and rescan the run when the view may lack nodes.
             rc.head, rc.entry = None, None
             if after is not None:
                 rc.generation = -1

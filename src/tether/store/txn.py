@@ -75,6 +75,7 @@ class Transaction:
         self.limits = limits
         self._drafts: dict[str, _Draft] = {}
         self._ops: list[_Op] = []
+        self._ids: list[str] = []  # the id of each op's node, as ``append`` returned it
         self._existing: set[str] = set()  # ids a commit found already stored
         self._done = False
 
@@ -190,6 +191,7 @@ class Transaction:
         op = _Op(scope, kind, payload, None if parents is None else tuple(parents), resource_key)
         node = await self._apply(op)
         self._ops.append(op)
+        self._ids.append(node.id)
         return node
 
     async def semantic(
@@ -302,11 +304,45 @@ class Transaction:
         raise StoreError("could not settle duplicate nodes after 8 attempts")
 
     async def _replay(self) -> None:
-        ops, self._ops = self._ops, []
-        self._drafts = {}
-        for op in ops:
-            await self._apply(op)
+        """Apply the appends again after a commit found some of their nodes stored.
+
+        Against the same heads (the commit checks them again, so a head that moved
+        meanwhile is a ``Conflict``, not ops computed from one state committed on
+        another), with the stored ones now found instead of appended. Sound only if
+        every append comes out as the node ``append`` returned: a later append (its
+        parents) or the caller (a payload) may name it. A stored node found where a
+        pending one was moves the frontier, so an append on the frontier after it
+        comes out as another node: then ``_Recompute``, and ``transact`` runs the
+        caller's function again, with the stored ids known from the start.
+        """
+        ops, ids, self._ops, self._ids = self._ops, self._ids, [], []
+        old, self._drafts = self._drafts, {}
+        for scope, d in old.items():
+            self._drafts[scope] = _Draft(
+                head=d.head,
+                frontier=list(d.head.frontier),
+                known=d.known,
+                absent=d.absent - self._existing,
+                # resource heads read or hinted (not this transaction's own appends)
+                heads={k: v for k, v in d.heads.items() if v is None or v not in d.by_id},
+            )
+        for op, was in zip(ops, ids, strict=True):
+            node = await self._apply(op)
+            if node.id != was:
+                raise _Recompute(
+                    f"scope {op.scope!r} already held nodes this transaction appended, and "
+                    "its appends after them depend on that: compute them again (transact does)",
+                    namespace=self.namespace,
+                    scope=op.scope,
+                )
             self._ops.append(op)
+            self._ids.append(node.id)
+
+
+class _Recompute(Conflict):
+    """A commit found nodes already stored that the transaction's later appends were
+    computed without: nothing was written; compute them again (``transact`` does, with
+    the stored ids known)."""
 
 
 async def transact(
@@ -323,15 +359,20 @@ async def transact(
     ``fn`` must compute its appends from what it reads through the transaction,
     so that a retry recomputes them against the new heads.
     """
+    existing: set[str] = set()  # ids a commit found stored: looked up, never re-appended
     for attempt in range(attempts):
         txn = Transaction(store, namespace, vocabulary=vocabulary, limits=limits)
+        txn._existing.update(existing)
         result = await fn(txn)
         try:
             await txn.commit()
             return result
-        except Conflict:
+        except Conflict as e:
+            existing.update(txn._existing)
             if attempt == attempts - 1:
                 raise
+            if isinstance(e, _Recompute):
+                continue  # nothing moved: compute again at once, the stored nodes known
             telemetry.record("counter", "tether.transact.retries", 1)
             await asyncio.sleep(random.uniform(0, 0.002 * 2**attempt))
     raise AssertionError("unreachable")

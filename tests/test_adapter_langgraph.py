@@ -460,6 +460,30 @@ async def test_a_field_reassigned_in_place_is_stored() -> None:
     assert got[1].content == "edited after reading" and got[2] == {"a": 2}
 
 
+async def test_list_before_a_stored_checkpoint_follows_put_order_not_id_order() -> None:
+    """``before=`` a stored checkpoint lists what was put before it, even when the ids
+    do not sort in time (LangGraph's repository conformance suite tests this, newer
+    than its published package); ``before=`` an id never put compares ids, as
+    LangGraph's own savers do."""
+    saver = TetherSaver(MemoryStore())
+    tid = str(uuid.uuid4())
+    older = generate_checkpoint(checkpoint_id="z-older")
+    older["ts"] = "2026-01-01T00:00:00+00:00"
+    stored = await saver.aput(generate_config(tid), older, generate_metadata(step=0), {})
+    newer = generate_checkpoint(checkpoint_id="a-newer")
+    newer["ts"] = "2026-01-01T00:00:01+00:00"
+    await saver.aput(stored, newer, generate_metadata(step=1), {})
+
+    async def ids(before: str | None) -> list[str]:
+        b = generate_config(tid, checkpoint_id=before) if before else None
+        return [t.checkpoint["id"] async for t in saver.alist(generate_config(tid), before=b)]
+
+    assert await ids(None) == ["a-newer", "z-older"]
+    assert await ids("a-newer") == ["z-older"]
+    assert await ids("z-older") == []
+    assert await ids("m-never-put") == ["a-newer"]  # ids below it, newest put first
+
+
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 async def test_a_new_saver_puts_again_what_another_one_stored(backend: str, tmp_path: Path) -> None:
     """A saver with no memory of the store (a new process: a retry after a crash that

@@ -579,7 +579,10 @@ class TetherSaver(BaseCheckpointSaver[str]):
         if before_id is not None and anchor_ns is not None:
             anchor = await self._pointer(scope, enc_ns(anchor_ns), before_id)
             if anchor is not None:
+                # "before" is put order: what was put before that checkpoint, whatever
+                # its id (LangGraph's ids are time-ordered, a caller's need not be)
                 start = anchor.sequence
+        anchored = start is not None
         seen: set[tuple[str, str]] = set()
         while True:
             page = await self.store.nodes(
@@ -597,8 +600,10 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 if key in seen:
                     continue  # an older put of the same checkpoint id
                 seen.add(key)
-                if before_id is not None and n.payload["id"] >= before_id:
-                    continue
+                if before_id is not None and (
+                    n.payload["id"] == before_id if anchored else n.payload["id"] >= before_id
+                ):
+                    continue  # with no stored anchor, ids compare as LangGraph's savers do
                 yield n
             if len(page) < _PAGE:
                 return

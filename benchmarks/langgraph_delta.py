@@ -3,12 +3,15 @@ from turn 10 to 1,000, TetherSaver beside SqliteSaver.
 
     .venv/bin/python benchmarks/langgraph_delta.py                 # 1,000 turns
     .venv/bin/python benchmarks/langgraph_delta.py --turns 100     # quicker
+    .venv/bin/python benchmarks/langgraph_delta.py --durability normal  # no fsync
 
 The graph is the bench's (``systems/_langgraph.py``: one node that answers, one
 ``graph.invoke(..., durability="sync")`` per turn, messages of 200 bytes) with its
 messages channel a ``DeltaChannel`` (LangGraph 1.2, default snapshot frequency) in
-place of ``add_messages``. Both savers on SQLite, WAL, ``synchronous=FULL``, one after
-the other in this process. Reported per window of turns (1-10, 91-100, 991-1000):
+place of ``add_messages``. Both savers on SQLite, WAL, ``synchronous=FULL`` (or
+``NORMAL`` with ``--durability normal``: each saver's own cost without the disk's
+fsync, which moves the FULL figures by milliseconds), one after the other in this
+process. Reported per window of turns (1-10, 91-100, 991-1000):
 the median time of the whole ``invoke``, of the checkpointer's writes in it
 (``put`` + ``put_writes``) and of its ``get_delta_channel_history`` (the channel's
 rebuild from the writes since its last snapshot), and the bytes on disk per turn
@@ -54,14 +57,14 @@ def _bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
 
 
-def run(kind: str, turns: int, folder: Path) -> dict[str, Any]:
+def run(kind: str, turns: int, folder: Path, durability: str = "full") -> dict[str, Any]:
     db = folder / f"{kind}.db"
     if kind == "tether":
-        saver: Any = TetherSaver.from_url(f"sqlite:///{db}?durability=full")
+        saver: Any = TetherSaver.from_url(f"sqlite:///{db}?durability={durability}")
     else:
         conn = sqlite3.connect(db, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(f"PRAGMA synchronous={durability.upper()}")
         saver = SqliteSaver(conn)
     spent = {"writes": 0.0, "history": 0.0}
     for name, what in (
@@ -95,12 +98,16 @@ def run(kind: str, turns: int, folder: Path) -> dict[str, Any]:
         write_ms.append(spent["writes"] * 1e3)
         history_ms.append(spent["history"] * 1e3)
     n = len(graph.get_state(cfg).values["messages"])
+    # what the saver's own connection runs at (0 OFF, 1 NORMAL, 2 FULL)
+    live = saver.store._conn if kind == "tether" else saver.conn
+    synchronous = live.execute("PRAGMA synchronous").fetchone()[0]
     if kind == "tether":
         saver.close()
     else:
         saver.conn.close()
     return {
         "messages": n,
+        "synchronous": synchronous,
         "bytes_per_turn": _bytes(db) / turns,
         "windows": {
             f"{a}-{b}": {
@@ -116,10 +123,13 @@ def run(kind: str, turns: int, folder: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--turns", type=int, default=1000)
+    p.add_argument("--durability", choices=["full", "normal"], default="full")
     p.add_argument("--json", default="", help="write the figures to this file")
     a = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        results = {kind: run(kind, a.turns, Path(tmp)) for kind in ("tether", "sqlite")}
+        results = {
+            kind: run(kind, a.turns, Path(tmp), a.durability) for kind in ("tether", "sqlite")
+        }
     names = {"tether": "TetherSaver", "sqlite": "SqliteSaver"}
     spans = list(results["tether"]["windows"])
     print(

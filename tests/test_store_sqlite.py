@@ -488,3 +488,29 @@ async def test_the_write_path_leaves_no_cursor_behind(tmp_path: Path) -> None:
         assert (await store.head("ns", "thread:t")).sequence == 303
     finally:
         await store.close()
+
+
+async def test_a_write_past_a_scopes_last_sequence_is_refused_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """A scope's row keys hold 2**32 - 1 sequences: a write past them is a StoreError
+    before anything is written."""
+    from tether.core.errors import StoreError
+    from tether.core.graph import make_node
+    from tether.store import ScopeWrite
+
+    store = await open_store(f"sqlite:///{tmp_path / 'full.db'}")
+    try:
+        node = make_node("goal", {"input": "x"}, [], sequence=2**32)
+        write = ScopeWrite(
+            scope="thread:t",
+            expected_generation=0,
+            expected_sequence=2**32 - 1,
+            nodes=(node,),
+            frontier=(node.id,),
+        )
+        with pytest.raises(StoreError, match="is full"):
+            await store.commit("ns", [write])
+        assert (await store.head("ns", "thread:t")).sequence == 0
+    finally:
+        await store.close()

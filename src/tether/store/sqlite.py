@@ -97,11 +97,9 @@ _INSERT_NODES: Final = (
 _ROW: Final = "(?, ?, ?, ?, ?, ?, ?, ?)"
 
 
-def _row_params(p: _Prepared, base: int, rows: list[tuple[Any, ...]]) -> list[Any]:
-    """The parameters of an INSERT of ``rows`` (of ``p``) into the scope whose row keys
-    start at ``base``; StoreError if the write would pass the scope's last sequence."""
-    if p.rows[-1][0] > _LOW:
-        raise StoreError(f"scope {p.scope!r} is full: 2**32 - 1 nodes is the most it holds")
+def _row_params(base: int, rows: list[tuple[Any, ...]]) -> list[Any]:
+    """The parameters of an INSERT of ``rows`` into the scope whose row keys start at
+    ``base`` (``_prepare`` checked that every sequence fits in the key)."""
     return [v for r in rows for v in (base | r[0], *r[1:])]
 
 
@@ -551,6 +549,8 @@ class SQLiteStore(Store):
             for n in w.nodes
         ]
         if rows:
+            if rows[-1][0] > _LOW:
+                raise StoreError(f"scope {w.scope!r} is full: 2**32 - 1 nodes is the most it holds")
             front = w.frontier
             if len(front) == 1 and front[0] == w.nodes[-1].id:
                 frontier = b""  # the common case: the last node is the only head
@@ -590,7 +590,7 @@ class SQLiteStore(Store):
         if sid is None:
             return False
         base = sid << 32
-        params = _row_params(p, base, rows)
+        params = _row_params(base, rows)
         params += (sid, p.generation, base, base | _LOW, base | p.sequence)
         try:
             cur = self._q.execute(_checked_insert(len(rows)), params)
@@ -632,7 +632,7 @@ class SQLiteStore(Store):
         try:
             for i in range(0, len(rows), _ONE_STATEMENT_ROWS):
                 chunk = rows[i : i + _ONE_STATEMENT_ROWS]
-                self._q.execute(_insert(len(chunk)), _row_params(p, base, chunk))
+                self._q.execute(_insert(len(chunk)), _row_params(base, chunk))
         except sqlite3.IntegrityError:
             raise self._duplicates(namespace, p, sid, seq) from None
 

@@ -3,6 +3,7 @@ each saver's own work alone, without LangGraph's threads.
 
     .venv/bin/python benchmarks/langgraph_replay.py                # 10 and 100 turns
     .venv/bin/python benchmarks/langgraph_replay.py --turns 10 --repeats 3
+    .venv/bin/python benchmarks/langgraph_replay.py --turns 20 --threads 200   # make bench's (B)
 
 ``graph.invoke`` calls the checkpointer from LangGraph's background threads while its
 own loop goes on, so in ``make bench`` a saver's time per turn also holds waits for
@@ -14,6 +15,10 @@ fresh saver of each kind (SQLite, WAL, ``synchronous=NORMAL``, so the disk's fsy
 out of the figure), and timed per method: the best of ``--repeats`` replays. For
 TetherSaver the time its store spent in SQLite (``execute`` on the store's cursor)
 is split out, per statement.
+
+``--threads T`` records T threads of ``--turns`` turns each, one turn of each thread in
+turn (round-robin, as ``make bench``'s phase B drives them): every figure is then per
+turn over all threads.
 
 Prints a table; ``--json PATH`` writes the figures.
 """
@@ -45,9 +50,10 @@ METHODS = ("get_tuple", "put", "put_writes")
 Call = tuple[str, tuple[Any, ...], dict[str, Any]]
 
 
-def record(turns: int, folder: Path) -> list[Call]:
-    """The checkpointer calls of ``turns`` turns of the bench's graph, arguments copied
-    as they were at call time (LangGraph mutates its state between calls)."""
+def record(turns: int, folder: Path, threads: int = 1) -> list[Call]:
+    """The checkpointer calls of ``turns`` turns of the bench's graph on each of
+    ``threads`` threads (round-robin), arguments copied as they were at call time
+    (LangGraph mutates its state between calls)."""
     calls: list[Call] = []
     saver = TetherSaver.from_url(f"sqlite:///{folder / 'record.db'}?durability=normal")
     for name in METHODS:
@@ -60,8 +66,9 @@ def record(turns: int, folder: Path) -> list[Call]:
         setattr(saver, name, wrapped)
     graph = lg.build(saver)
     for i in range(turns):
-        user, assistant = turn_messages("replay", i)
-        graph.invoke(lg.turn_input(user, assistant), lg.config("t1"), durability="sync")
+        for t in range(threads):
+            user, assistant = turn_messages("replay" if threads == 1 else f"replay-{t}", i)
+            graph.invoke(lg.turn_input(user, assistant), lg.config(f"t{t}"), durability="sync")
     saver.close()
     return calls
 
@@ -113,28 +120,30 @@ def replay(kind: str, calls: list[Call], folder: Path, n: int) -> dict[str, Any]
     }
 
 
-def measure(turns: int, repeats: int) -> dict[str, Any]:
+def measure(turns: int, repeats: int, threads: int = 1) -> dict[str, Any]:
+    """Figures per turn: ``turns`` turns on each of ``threads`` threads."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        calls = record(turns, folder)
+        calls = record(turns, folder, threads)
         runs: dict[str, list[dict[str, Any]]] = {"tether": [], "sqlite": []}
         for r in range(repeats):  # alternating, so background load hits both alike
             for kind in runs:
                 runs[kind].append(replay(kind, calls, folder, r))
-    out: dict[str, Any] = {"turns": turns, "calls": len(calls)}
+    out: dict[str, Any] = {"turns": turns, "threads": threads, "calls": len(calls)}
+    n = turns * threads  # turns in all
     for kind, rs in runs.items():
         best = min(rs, key=lambda r: sum(r["methods_s"].values()))
         out[kind] = {
-            "ms_per_turn": sum(best["methods_s"].values()) / turns * 1e3,
+            "ms_per_turn": sum(best["methods_s"].values()) / n * 1e3,
             "median_ms_per_turn": statistics.median(sum(r["methods_s"].values()) for r in rs)
-            / turns
+            / n
             * 1e3,
-            "by_method_ms_per_turn": {m: v / turns * 1e3 for m, v in best["methods_s"].items()},
+            "by_method_ms_per_turn": {m: v / n * 1e3 for m, v in best["methods_s"].items()},
         }
         if kind == "tether":
-            out[kind]["sql_ms_per_turn"] = sum(best["sql_s"].values()) / turns * 1e3
+            out[kind]["sql_ms_per_turn"] = sum(best["sql_s"].values()) / n * 1e3
             out[kind]["sql_by_statement"] = {
-                k: {"calls_per_turn": best["sql_calls"][k] / turns, "ms_per_turn": v / turns * 1e3}
+                k: {"calls_per_turn": best["sql_calls"][k] / n, "ms_per_turn": v / n * 1e3}
                 for k, v in sorted(best["sql_s"].items(), key=lambda kv: -kv[1])
             }
     return out
@@ -142,14 +151,15 @@ def measure(turns: int, repeats: int) -> dict[str, Any]:
 
 def table(results: list[dict[str, Any]]) -> list[str]:
     lines = [
-        "| turns | TetherSaver ms/turn | of which SQLite | SqliteSaver ms/turn | ratio |",
-        "|---:|---:|---:|---:|---:|",
+        "| turns | threads | TetherSaver ms/turn | of which SQLite | SqliteSaver ms/turn | ratio |",
+        "|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         t, s = r["tether"], r["sqlite"]
         lines.append(
-            f"| {r['turns']} | {t['ms_per_turn']:.2f} | {t['sql_ms_per_turn']:.2f} | "
-            f"{s['ms_per_turn']:.2f} | {t['ms_per_turn'] / s['ms_per_turn']:.2f}x |"
+            f"| {r['turns']} | {r['threads']} | {t['ms_per_turn']:.2f} | "
+            f"{t['sql_ms_per_turn']:.2f} | {s['ms_per_turn']:.2f} | "
+            f"{t['ms_per_turn'] / s['ms_per_turn']:.2f}x |"
         )
     return lines
 
@@ -158,16 +168,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--turns", default="10,100", help="comma list of thread lengths [10,100]")
     p.add_argument("--repeats", type=int, default=5, help="replays per saver; the best counts")
+    p.add_argument("--threads", type=int, default=1, help="threads, round-robin [1]")
     p.add_argument("--json", default="", help="write the figures to this file")
     a = p.parse_args(argv)
-    results = [measure(int(t), a.repeats) for t in a.turns.split(",") if t]
+    results = [measure(int(t), a.repeats, a.threads) for t in a.turns.split(",") if t]
     print("\n".join(table(results)))
     for r in results:
         stmts = ", ".join(
             f"{k} {v['calls_per_turn']:g}/turn {v['ms_per_turn']:.3f} ms"
             for k, v in r["tether"]["sql_by_statement"].items()
         )
-        print(f"{r['turns']} turns, TetherSaver's SQL: {stmts}")
+        print(f"{r['turns']} turns x {r['threads']} threads, TetherSaver's SQL: {stmts}")
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=2))
     return 0

@@ -28,4 +28,17 @@ def test_a_replay_runs_every_recorded_call_on_both_savers() -> None:
     assert inserts == 5
     assert 0 < r["tether"]["sql_ms_per_turn"] < r["tether"]["ms_per_turn"]
     lines = bench.table([r])
-    assert lines[0].startswith("| turns |") and lines[2].startswith("| 3 |")
+    assert lines[0].startswith("| turns | threads |") and lines[2].startswith("| 3 | 1 |")
+
+
+def test_a_replay_of_many_threads_counts_per_turn_over_every_thread() -> None:
+    bench = load_bench("langgraph_replay")
+    r = bench.measure(2, 1, threads=3)
+    # 2 turns on each of 3 threads, one turn of each in turn: 6 invokes of 6 calls
+    assert (r["turns"], r["threads"], r["calls"]) == (2, 3, 2 * 3 * 6)
+    sql = r["tether"]["sql_by_statement"]
+    inserts = sum(
+        v["calls_per_turn"] for k, v in sql.items() if k.startswith("INSERT INTO tether_nodes")
+    )
+    assert inserts == 5  # per turn over all threads: 5 commits each
+    assert bench.table([r])[2].startswith("| 2 | 3 |")

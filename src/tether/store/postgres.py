@@ -73,6 +73,17 @@ _NO_UPPER: Final = 2**62
 _NODE_COLS: Final = (
     "n.seq, n.id, n.kind, n.parents, n.created_ms, n.created_text, n.rkey, n.payload"
 )
+# Nodes by id, as one index probe per id. ``n.sid = ... AND n.id = ANY($3)`` leaves
+# the choice to the planner, and while a table's statistics are stale (a new or fast
+# growing table: autovacuum analyzes it later) its generic plan, which asyncpg's
+# prepared statements end up with, scanned every node of the scope on (sid) and
+# filtered the ids: a look-up that grew with the thread (4 ms at 8,000 nodes). A
+# LATERAL subquery with LIMIT is never flattened into a join, so each id is an
+# equality on the whole unique index, whatever the statistics.
+_BY_IDS: Final = (
+    f"SELECT {_NODE_COLS} FROM unnest($3::bytea[]) AS want(id) CROSS JOIN LATERAL"
+    " (SELECT * FROM {nodes} x WHERE x.sid = {sid} AND x.id = want.id LIMIT 1) n"
+)
 _RETRY_SQLSTATES: Final = frozenset({"40001", "40P01"})  # serialization failure, deadlock
 
 
@@ -127,6 +138,12 @@ class PostgresStore(Store):
             "nodes": f"{s}.tether_nodes",
             "heads": f"{s}.tether_resource_heads",
             "scopes": f"{s}.tether_scopes",
+            # The nodes of a scope ($1, $2) whose ids are in $3, one probe of the unique
+            # (sid, id) index per id (``_BY_IDS``).
+            "by_ids": _BY_IDS.format(
+                nodes=f"{s}.tether_nodes",
+                sid=f"(SELECT sid FROM {s}.tether_scopes WHERE ns = $1 AND scope = $2)",
+            ),
         }
 
     # -- opening -----------------------------------------------------------------
@@ -406,14 +423,13 @@ class PostgresStore(Store):
             if not w.nodes:
                 continue
             rows = await conn.fetch(
-                f"SELECT n.id FROM {self._q['nodes']} n WHERE n.sid = {self._q['sid']}"
-                " AND n.id = ANY($3::bytea[])",
+                self._q["by_ids"],
                 namespace,
                 w.scope,
                 [bytes.fromhex(n.id[3:]) for n in w.nodes],
             )
             if rows:
-                ids = ["cw_" + r[0].hex() for r in rows]
+                ids = ["cw_" + r["id"].hex() for r in rows]
                 order = {n.id: i for i, n in enumerate(w.nodes)}
                 ids.sort(key=lambda i: order.get(i, 0))
                 return DuplicateNodes(
@@ -491,8 +507,7 @@ class PostgresStore(Store):
         if not raw:
             return {}
         rows = await self._fetch(
-            f"SELECT {_NODE_COLS} FROM {self._q['nodes']} n WHERE n.sid = {self._q['sid']}"
-            " AND n.id = ANY($3::bytea[])",
+            self._q["by_ids"],
             namespace,
             scope,
             raw,

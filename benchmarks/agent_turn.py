@@ -17,6 +17,13 @@ writes, how many commits it makes.
 * ``langgraph_react``: ``langgraph.prebuilt.create_react_agent`` with a tiny
   ``BaseChatModel`` and ``SqliteSaver`` on a WAL + FULL connection, ``durability="sync"``.
 
+``--postgres URL`` adds ``tether_window_postgres`` and ``tether_buffer_postgres``: the
+same tether agent on PostgreSQL (a schema of its own, dropped after the run), where
+every statement is a round trip to the server; there the statements are counted with
+asyncpg's query logger on every pooled connection, and the commits are the
+``tether_commit`` calls (one round trip each). They are not in ``make bench``'s table,
+whose peers all run on SQLite.
+
 Workloads: ``plain`` (the model answers) and ``tool`` (the model calls one tool, then
 answers). For each history length H (10, 100, 1,000 turns) a fresh thread is brought
 to H turns of the same shape (tether and the SDK by running turns; LangGraph by one
@@ -68,7 +75,15 @@ SYSTEMS: dict[str, tuple[str, str]] = {
 ANSWER = ("It is sunny in Paris. " * 10)[:200]
 TOOL_RESULT = "sunny, 21 C"
 WINDOW = 20
+# Only with --postgres URL: the same agent on PostgreSQL (no peer runs there here).
+PG_SYSTEMS: dict[str, tuple[str, str]] = {
+    "tether_window_postgres": ("tether Agent.step, Window(20), PostgreSQL", "tether"),
+    "tether_buffer_postgres": ("tether Agent.step, whole buffer, PostgreSQL", "tether"),
+}
 COUNTED = 5  # turns run with SQL tracing on, after the timed ones
+
+
+ALL_SYSTEMS = {**SYSTEMS, **PG_SYSTEMS}
 
 
 def user_message(thread: str, turn: int) -> str:
@@ -101,8 +116,13 @@ def pragmas(conn: sqlite3.Connection) -> dict[str, Any]:
 
 
 class Tether:
-    def __init__(self, path: Path, workload: str, memory: str) -> None:
+    """``postgres``: a PostgreSQL URL to run on instead of SQLite at ``path``."""
+
+    def __init__(self, path: Path, workload: str, memory: str, postgres: str | None = None) -> None:
         self.path, self.workload, self.memory = path, workload, memory
+        self.postgres = postgres
+        self.schema = f"agent_turn_{os.getpid()}"
+        self.tracer: Any = None  # PostgreSQL: the statement callback while counting
 
     async def setup(self) -> None:
         import tether
@@ -120,7 +140,16 @@ class Tether:
             return TOOL_RESULT
 
         mem = Window(size=WINDOW) if self.memory == "window" else None
-        self.store = await tether.open_store(f"sqlite:///{self.path}", durability="full")
+        if self.postgres:
+
+            async def log_queries(conn: Any) -> None:  # every pooled connection, once
+                conn.add_query_logger(self._logged)
+
+            self.store = await tether.open_store(
+                self.postgres, schema=self.schema, durability="full", init=log_queries
+            )
+        else:
+            self.store = await tether.open_store(f"sqlite:///{self.path}", durability="full")
         self.model = tether.ScriptedModel(rules)
         self.agent = tether.Agent(
             tether.Spec.single(memory=mem),
@@ -141,7 +170,20 @@ class Tether:
         for k in range(turns):
             await self.turn(thread, k)
 
-    def durability(self) -> dict[str, Any]:
+    def _logged(self, record: Any) -> None:
+        if self.tracer is not None:
+            self.tracer(record.query)
+
+    async def durability(self) -> dict[str, Any]:
+        if self.postgres:
+            async with self.store._pool.acquire() as c:
+                p = {k: await c.fetchval(f"SHOW {k}") for k in ("synchronous_commit", "fsync")}
+                self.server = await c.fetchval("SHOW server_version")
+            p["durability"] = "full"
+            return {
+                "setting": f"synchronous_commit={p['synchronous_commit']}, fsync={p['fsync']}",
+                **p,
+            }
         conn = sqlite3.connect(self.path)
         try:
             p = pragmas(conn)
@@ -152,14 +194,34 @@ class Tether:
         return {"setting": f"WAL, {p['synchronous']}", **p}
 
     def trace(self, callback: Any) -> None:
-        self.store._conn.set_trace_callback(callback)  # the store's one connection
+        if self.postgres:
+            self.tracer = callback
+        else:
+            self.store._conn.set_trace_callback(callback)  # the store's one connection
+
+    def counts(self, stmts: list[str]) -> tuple[int, int]:
+        """(statements, commits) among the traced statements."""
+        if self.postgres:
+            # every query is a round trip; a commit is one tether_commit call
+            return len(stmts), sum("tether_commit(" in q for q in stmts)
+        stmts = untriggered(stmts)
+        return len(stmts), count_commits(stmts)
 
     async def close(self) -> None:
+        if self.postgres:
+            async with self.store._pool.acquire() as c:
+                await c.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
         await self.store.close()
 
     def versions(self) -> dict[str, str]:
         from importlib.metadata import version
 
+        if self.postgres:
+            return {
+                "tether": version("tether"),
+                "asyncpg": version("asyncpg"),
+                "postgres": getattr(self, "server", "?"),
+            }
         return {"tether": version("tether"), "sqlite": sqlite3.sqlite_version}
 
 
@@ -405,26 +467,35 @@ class LangGraphReact:
         }
 
 
-def make(system: str, path: Path, workload: str) -> Any:
+def make(system: str, path: Path, workload: str, postgres: str | None = None) -> Any:
     if system == "tether_window":
         return Tether(path, workload, "window")
     if system == "tether_buffer":
         return Tether(path, workload, "buffer")
+    if system in PG_SYSTEMS:
+        if not postgres:
+            raise SystemExit(f"{system} needs --postgres URL")
+        return Tether(path, workload, system.split("_")[1], postgres)
     if system == "openai_agents":
         return OpenAIAgents(path, workload)
     if system == "langgraph_react":
         return LangGraphReact(path, workload)
-    raise SystemExit(f"unknown system {system!r}; known: {', '.join(SYSTEMS)}")
+    raise SystemExit(f"unknown system {system!r}; known: {', '.join(ALL_SYSTEMS)}")
 
 
 # --- one (system, workload) in this process ------------------------------------------------
 
 
 async def measure(
-    system: str, workload: str, histories: list[int], samples: int, workdir: Path
+    system: str,
+    workload: str,
+    histories: list[int],
+    samples: int,
+    workdir: Path,
+    postgres: str | None = None,
 ) -> dict[str, Any]:
     rss_start = rss_now_mib()
-    sys_ = make(system, workdir / "agent.db", workload)
+    sys_ = make(system, workdir / "agent.db", workload, postgres)
     t = time.perf_counter()
     await sys_.setup()
     setup_ms = (time.perf_counter() - t) * 1e3
@@ -449,23 +520,28 @@ async def measure(
         for k in range(COUNTED):
             await sys_.turn(thread, h + samples + k)
         sys_.trace(None)
-        stmts = untriggered(stmts)
-        commits = count_commits(stmts)
+        if hasattr(sys_, "counts"):
+            n_stmts, commits = sys_.counts(stmts)
+        else:
+            stmts = untriggered(stmts)
+            n_stmts, commits = len(stmts), count_commits(stmts)
         per[str(h)] = {
             "median_ms": statistics.median(lat),
             "p90_ms": sorted(lat)[min(len(lat) - 1, int(0.9 * len(lat)))],
             "cpu_median_ms": statistics.median(cpu),
             "samples_ms": lat,
             "commits_per_turn": commits / COUNTED,
-            "statements_per_turn": len(stmts) / COUNTED,
+            "statements_per_turn": n_stmts / COUNTED,
             "seed_s": seed_s,
         }
     dur = sys_.durability()
+    if asyncio.iscoroutine(dur):
+        dur = await dur
     versions = sys_.versions()
     await sys_.close()
     return {
         "system": system,
-        "label": SYSTEMS[system][0],
+        "label": ALL_SYSTEMS[system][0],
         "workload": workload,
         "setup_ms": setup_ms,
         "histories": per,
@@ -486,7 +562,9 @@ def worker(args: argparse.Namespace) -> int:
     workdir.mkdir(parents=True)
     try:
         res = asyncio.run(
-            measure(args.worker, args.workload, args.histories, args.samples, workdir)
+            measure(
+                args.worker, args.workload, args.histories, args.samples, workdir, args.postgres
+            )
         )
     except ImportError as e:
         res = {
@@ -511,19 +589,20 @@ def run_all(
     pythons: dict[str, Path | None],
     out_dir: Path,
     log: Any = print,
+    postgres: str | None = None,
 ) -> dict[str, Any]:
     """Every (system, workload) in its own process; ``pythons`` maps "tether"/"peers" to
-    an interpreter (None: skipped)."""
+    an interpreter (None: skipped). ``postgres``: the server's URL for ``PG_SYSTEMS``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
     for wl in workloads:
         for name in systems:
-            py = pythons.get(SYSTEMS[name][1])
+            py = pythons.get(ALL_SYSTEMS[name][1])
             if py is None:
                 results.append(
                     {
                         "system": name,
-                        "label": SYSTEMS[name][0],
+                        "label": ALL_SYSTEMS[name][0],
                         "workload": wl,
                         "skipped": "no interpreter",
                     }
@@ -535,10 +614,12 @@ def run_all(
             cmd = [str(py), str(Path(__file__).resolve()), "--worker", name, "--workload", wl]
             cmd += ["--histories", ",".join(map(str, histories)), "--samples", str(samples)]
             cmd += ["--workdir", str(work / "db"), "--out", str(out)]
+            if postgres:
+                cmd += ["--postgres", postgres]
             log(f"  agent turn: {name} / {wl} ...")
             env = (
                 {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-                if SYSTEMS[name][1] == "tether"
+                if ALL_SYSTEMS[name][1] == "tether"
                 else None
             )
             p = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -547,7 +628,7 @@ def run_all(
                 results.append(
                     {
                         "system": name,
-                        "label": SYSTEMS[name][0],
+                        "label": ALL_SYSTEMS[name][0],
                         "workload": wl,
                         "error": (p.stderr or p.stdout)[-800:],
                     }
@@ -555,7 +636,7 @@ def run_all(
                 log(f"    error: {(p.stderr or p.stdout)[-400:]}")
                 continue
             r = json.loads(out.read_text())
-            r.setdefault("label", SYSTEMS[name][0])
+            r.setdefault("label", ALL_SYSTEMS[name][0])
             results.append(r)
             if "histories" in r:
                 log(
@@ -618,7 +699,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--quick", action="store_true", help="histories 2 and 20, 3 samples")
-    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument(
+        "--systems",
+        default=None,
+        help="comma list (default: every SQLite system, and the PostgreSQL ones with --postgres)",
+    )
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--histories", default=None, help="comma-separated, default 10,100,1000")
     ap.add_argument(
@@ -630,6 +715,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="interpreter for the peers (default: benchmarks/.venv-peers if built, else this one)",
     )
     ap.add_argument("--out", default=str(BENCH / "out"))
+    ap.add_argument(
+        "--postgres",
+        default=None,
+        metavar="URL",
+        help="also run tether on this PostgreSQL server (its own schema, dropped after)",
+    )
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--workload", default="plain", help=argparse.SUPPRESS)
     ap.add_argument("--workdir", default=None, help=argparse.SUPPRESS)
@@ -650,11 +741,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.worker:
         return worker(args)
+    if args.systems is None:
+        args.systems = ",".join([*SYSTEMS, *(PG_SYSTEMS if args.postgres else ())])
     systems = [s for s in args.systems.split(",") if s]
     workloads = [w for w in args.workloads.split(",") if w]
     for s in systems:
-        if s not in SYSTEMS:
-            raise SystemExit(f"unknown system {s!r}; known: {', '.join(SYSTEMS)}")
+        if s not in ALL_SYSTEMS:
+            raise SystemExit(f"unknown system {s!r}; known: {', '.join(ALL_SYSTEMS)}")
+        if s in PG_SYSTEMS and not args.postgres:
+            raise SystemExit(f"{s} needs --postgres URL")
     peers = Path(args.peers_python) if args.peers_python else default_peers_python()
     res = run_all(
         systems,
@@ -664,6 +759,7 @@ def main(argv: list[str] | None = None) -> int:
         {"tether": Path(sys.executable), "peers": peers},
         Path(args.out),
         log=lambda m: print(m, file=sys.stderr, flush=True),
+        postgres=args.postgres,
     )
     (Path(args.out) / "agent_turn.json").write_text(json.dumps(res, indent=1))
     print("\n".join(table(res)))

@@ -212,6 +212,51 @@ def test_agent_turn_runs_every_loop_on_a_durable_store(tmp_path: Path) -> None:
             )
 
 
+def test_agent_turn_counts_round_trips_and_commits_on_postgres(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """--postgres: the same tether agent on a real server, every query counted by
+    asyncpg's query logger (a round trip each), its schema dropped after the run."""
+    import asyncio
+
+    import asyncpg
+
+    at = load_bench("agent_turn")
+    res = at.run_all(
+        ["tether_window_postgres"],
+        ["plain"],
+        [2],
+        1,
+        {"tether": Path(sys.executable)},
+        tmp_path,
+        log=lambda m: None,
+        postgres=postgres_url,
+    )
+    (r,) = res["runs"]
+    assert "error" not in r, r
+    h = r["histories"]["2"]
+    # a plain turn commits the goal, then the answer: two tether_commit calls, and
+    # it reads the thread (head, tail, resource heads) around them
+    assert h["commits_per_turn"] == 2, h
+    assert h["statements_per_turn"] > h["commits_per_turn"]
+    assert r["durability"]["synchronous_commit"] == "on"
+    assert r["label"].endswith("PostgreSQL") and "postgres" in r["versions"]
+    assert "PostgreSQL" in at.table(res)[2]
+
+    async def leftover() -> list[str]:
+        conn = await asyncpg.connect(postgres_url)
+        try:
+            rows = await conn.fetch(
+                "SELECT schema_name FROM information_schema.schemata"
+                " WHERE schema_name LIKE 'agent_turn_%'"
+            )
+        finally:
+            await conn.close()
+        return [row[0] for row in rows]
+
+    assert asyncio.run(leftover()) == []
+
+
 def test_agent_turn_verdict_names_each_history_where_tether_is_behind() -> None:
     verdict = load_bench("verdict")
 

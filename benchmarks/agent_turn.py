@@ -180,6 +180,7 @@ class Tether:
                 p = {k: await c.fetchval(f"SHOW {k}") for k in ("synchronous_commit", "fsync")}
                 self.server = await c.fetchval("SHOW server_version")
             p["durability"] = "full"
+            p["schema"] = self.schema  # dropped by close()
             return {
                 "setting": f"synchronous_commit={p['synchronous_commit']}, fsync={p['fsync']}",
                 **p,

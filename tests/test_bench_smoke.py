@@ -243,18 +243,22 @@ def test_agent_turn_counts_round_trips_and_commits_on_postgres(
     assert r["label"].endswith("PostgreSQL") and "postgres" in r["versions"]
     assert "PostgreSQL" in at.table(res)[2]
 
-    async def leftover() -> list[str]:
+    schema = r["durability"]["schema"]
+    assert schema.startswith("agent_turn_")
+
+    async def left(name: str) -> bool:
         conn = await asyncpg.connect(postgres_url)
         try:
-            rows = await conn.fetch(
-                "SELECT schema_name FROM information_schema.schemata"
-                " WHERE schema_name LIKE 'agent_turn_%'"
+            return bool(
+                await conn.fetchval(
+                    "SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1",
+                    name,
+                )
             )
         finally:
             await conn.close()
-        return [row[0] for row in rows]
 
-    assert asyncio.run(leftover()) == []
+    assert not asyncio.run(left(schema))  # the run dropped the schema it made
 
 
 def test_agent_turn_verdict_names_each_history_where_tether_is_behind() -> None:

@@ -690,3 +690,104 @@ async def test_output_outside_a_condition_is_an_unknown_name(value: str) -> None
     )
     done = await Agent(ok, ScriptedModel([Rule(answer="Oslo")]), store=MemoryStore()).step("hi")
     assert done.status == "completed"
+
+
+# -- where a step starts -------------------------------------------------------------
+
+
+class ReadCountingStore(MemoryStore):
+    """Records the name of every read and commit, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    async def head(self, namespace: str, scope: str) -> Any:
+        self.calls.append("head")
+        return await super().head(namespace, scope)
+
+    async def nodes(self, namespace: str, scope: str, **kw: Any) -> Any:
+        self.calls.append("nodes")
+        return await super().nodes(namespace, scope, **kw)
+
+    async def resource_head(self, namespace: str, scope: str, key: str) -> Any:
+        self.calls.append("resource_head")
+        return await super().resource_head(namespace, scope, key)
+
+    async def commit(self, namespace: str, writes: Any) -> None:
+        self.calls.append("commit")
+        await super().commit(namespace, writes)
+
+
+async def test_a_step_after_a_finished_run_starts_from_its_head_without_reading() -> None:
+    store = ReadCountingStore()
+    agent = Agent(None, ScriptedModel([Rule(answer="hi")]), store=store)
+    await agent.step("one", thread="t")
+    first = store.calls[: store.calls.index("commit")]
+    store.calls.clear()
+    r = await agent.step("two", thread="t")
+    assert r.answer == "hi"
+    # the first step read the thread's head before its goal; the second commits its
+    # goal first: the head its own run left is where it starts
+    assert first == ["head"]
+    assert store.calls[0] == "commit"
+    graph = own(await nodes(store, "thread:t"))
+    assert [n.kind for n in graph] == ["goal", "inference", "answer"] * 2
+
+
+async def test_a_thread_moved_by_another_writer_is_read_again_before_the_next_run() -> None:
+    """The head a step starts from is checked by its goal's commit: another process's
+    write since (here a run that crashed after its goal) is a conflict, and the step
+    reads the thread, finishes that run first, then runs its own, as without it."""
+    store = MemoryStore()
+    model = ScriptedModel([Rule(answer="hi")])
+    agent = Agent(None, model, store=store)
+    await agent.step("one", thread="t")
+    head = await store.head(NS, "thread:t")
+    txn = tether.Transaction(store, NS)
+    txn.seed("thread:t", head)
+    await txn.append("thread:t", "goal", {"run": "run_other", "input": "two", "llm": "agent"})
+    await txn.commit()  # that process crashed here: its run has a goal and nothing else
+    r = await agent.step("three", thread="t")
+    assert r.answer == "hi"
+    kinds = [(n.kind, n.payload.get("run")) for n in own(await nodes(store, "thread:t"))]
+    runs = [run for kind, run in kinds if kind == "goal"]
+    assert runs[1] == "run_other" and len(runs) == 3
+    # the interrupted run was finished (its answer) before the new run's goal
+    assert kinds.index(("answer", "run_other")) < kinds.index(("goal", runs[2]))
+
+
+async def test_a_run_superseded_by_another_runs_goal_leaves_no_starting_head() -> None:
+    """While a run is driven, another process starts a run in the same thread; the
+    first run finishes after that goal. Its head is then no place to start from (the
+    thread's latest run is the other one, unfinished): the next step reads the thread
+    and finishes the other run first."""
+    store = MemoryStore()
+    started: list[str] = []
+
+    @tool
+    async def work() -> str:
+        if not started:
+            started.append("x")
+            # another process starts a run in this thread while this tool runs
+            txn = tether.Transaction(store, NS)
+            await txn.append("thread:t", "goal", {"run": "run_other", "input": "b", "llm": "agent"})
+            await txn.commit()
+        return "done"
+
+    model = ScriptedModel(
+        [Rule(match="work", tools=[call("work")], then="{result}"), Rule(answer="hi")]
+    )
+    agent = Agent(None, model, store=store, tools=[work])
+    await agent.step("work", thread="t")
+    r = await agent.step("c", thread="t")
+    assert r.answer == "hi"
+    graph = own(await nodes(store, "thread:t"))
+    goals = [n for n in graph if n.kind == "goal"]
+    assert [g.payload["run"] for g in goals][1] == "run_other" and len(goals) == 3
+    answers = [n.payload.get("run") for n in graph if n.kind == "answer"]
+    assert "run_other" in answers  # finished before the third run started
+    third = goals[2]
+    assert graph.index(third) > max(
+        i for i, n in enumerate(graph) if n.payload.get("run") == "run_other"
+    )

@@ -35,7 +35,7 @@ from ..core.vocab import NodeType, Vocabulary
 from ..models.config import model_from_config
 from ..projections.runs import PendingApproval, StepResult
 from ..store import Store, open_store
-from ..store.base import check_name
+from ..store.base import Head, check_name
 from .agent_memory_tools import MemoryTools, memory_tools
 from .credentials import CredentialProvider
 from .errors import AgentError, SpecError
@@ -152,6 +152,9 @@ class Agent:
             self._store_url, self._store = None, store
         else:
             raise InvalidRequest(f"store is a Store or a URL, got {store!r}")
+        # thread scope -> a head at which this agent finished its latest run, where the
+        # next step there starts (``Executor``; the goal's commit checks it)
+        self._tips: dict[str, Head] = {}
 
     def __repr__(self) -> str:
         return f"Agent(start={self.spec.start!r}, tools={list(self.tools)!r})"
@@ -168,6 +171,7 @@ class Agent:
         """Close the store if the agent opened it from a URL."""
         if self._store_url is not None and self._store is not None:
             store, self._store = self._store, None
+            self._tips.clear()  # heads of that store
             await store.close()
 
     async def __aenter__(self) -> Agent:
@@ -197,6 +201,7 @@ class Agent:
             max_tool_rounds=self.max_tool_rounds,
             credentials=self.credentials,
             name=self.name,
+            tips=self._tips,
         )
 
     async def _with(self, fn: Callable[[Executor], Awaitable[T]]) -> T:

@@ -55,7 +55,7 @@ from ..core.errors import Conflict, InvalidNode, NotFound, TetherError
 from ..core.graph import CausalNode
 from ..core.messages import Model, ModelRequest, ModelResponse
 from ..core.vocab import Vocabulary
-from ..crypto import bind_thread, erased_placeholders
+from ..crypto import bind_thread, encrypted, erased_placeholders
 from ..models.errors import ModelError
 from ..projections import ConversationView, Variables, conversation_view
 from ..projections.projection import summary_message
@@ -97,6 +97,7 @@ _PAGE: Final = 500
 MODEL_RAISED: Final = "model_raised"
 UNEXPECTED: Final = "unexpected_error"
 _ATTEMPTS: Final = 50
+_TIPS: Final = 4096  # threads whose last run an agent finished, remembered (``_tips``)
 # Node kinds that can change a run's status (or what it waits for).
 _STATUS_KINDS: Final = frozenset(
     {"tool_call", "tool_result", "verification", "answer", "protocol_error"}
@@ -107,7 +108,15 @@ _NO_OUTPUT: Any = object()  # a template outside a condition has no `output`
 
 
 class Executor(ToolCalls):
-    """Drives runs of one spec against one store namespace. Stateless between calls."""
+    """Drives runs of one spec against one store namespace.
+
+    Between calls it keeps only ``_tips`` (the ``Agent``'s, which makes one executor
+    per call): for a thread whose latest run it finished, the head its last read or
+    commit there showed (not on an encrypted store, ``_remember_tip``). The next step
+    starts from that head without reading the thread; its first commit checks the
+    head, so a thread that moved since (another process, a reset) is a ``Conflict``,
+    and the step reads it afresh and decides again.
+    """
 
     def __init__(
         self,
@@ -125,6 +134,7 @@ class Executor(ToolCalls):
         max_tool_rounds: int,
         credentials: CredentialProvider | None = None,
         name: str = "agent",
+        tips: dict[str, Head] | None = None,
     ) -> None:
         self.name = name
         self.spec = spec
@@ -139,6 +149,9 @@ class Executor(ToolCalls):
         self.vocabulary = vocabulary
         self.max_steps = max_steps
         self.max_tool_rounds = max_tool_rounds
+        # thread scope -> a head at which its latest run is finished (oldest first); the
+        # agent passes its own, kept across its calls
+        self._tips: dict[str, Head] = {} if tips is None else tips
 
     # -- entry points ----------------------------------------------------------------
 
@@ -175,7 +188,14 @@ class Executor(ToolCalls):
             # unencrypted; a thread already written or owned by another user stays as is).
             await bind_thread(self.store, self.namespace, thread, user, strict=False)
         for _ in range(_ATTEMPTS):
-            head, view = await self._current(scope)
+            tip = self._tips.pop(scope, None)
+            if tip is not None:
+                # This executor finished the thread's latest run at ``tip``: a new run
+                # starts there, no read. The goal's commit checks that head; if the
+                # thread moved since, it conflicts and the next attempt reads it.
+                head, view = tip, None
+            else:
+                head, view = await self._current(scope)
             if view is not None and not view.finished:
                 if view.status == "suspended":
                     pending = [c.approval().to_dict() for c in view.pending()]
@@ -211,6 +231,9 @@ class Executor(ToolCalls):
                 },
             )
             # The run's index entry, in this thread's scope: the commit touches no other.
+            # Its key names the new run (96 random bits), so it has no version yet: no
+            # read of its head.
+            txn.hint_resource(scope, entry_key(run_id), None, at=head)
             await stage_entry(txn, thread, RunView(goal=goal))
             try:
                 written = await txn.commit()
@@ -364,6 +387,7 @@ class Executor(ToolCalls):
                 )
             rc.view = RunView.derive(goal, nodes)
             rc.generation, rc.seq = head.generation, head.sequence
+            rc.superseded = any(n.kind == "goal" and n is not goal for n in nodes)
             return
         after = rc.seq
         while after < head.sequence:
@@ -375,6 +399,8 @@ class Executor(ToolCalls):
                 break
             for n in page:
                 rc.view.add(n)
+                if n.kind == "goal" and n.id != rc.view.goal.id:
+                    rc.superseded = True
             after = page[-1].sequence
         rc.seq = after
 
@@ -493,6 +519,8 @@ class Executor(ToolCalls):
                 rc.view, max_steps=self.max_steps, max_tool_rounds=self.max_tool_rounds
             )
             if isinstance(action, Finish | Suspend):
+                if rc.view.finished and not rc.superseded:
+                    self._remember_tip(rc.scope, known)
                 return self._result(rc)
             try:
                 if isinstance(action, Fail):
@@ -518,6 +546,21 @@ class Executor(ToolCalls):
                 await self._fail(rc, UNEXPECTED, f"{type(e).__name__}: {e}", basis)
             if rc.head is known:
                 rc.head = None  # nothing learnt since: the next round reads the head
+
+    def _remember_tip(self, scope: str, head: Head) -> None:
+        """``scope``'s latest run is finished at ``head`` (a head it had: read, or left by
+        this executor's commit), where the next step may start (``step``).
+
+        Not on an encrypted store: erasing a user (``tether.crypto.erase_user``, from any
+        process) leaves the thread's head where it was, and only reading the thread
+        finds it erased (``KeyErased``, nothing written)."""
+        if encrypted(self.store) is not None:
+            return
+        tips = self._tips
+        tips.pop(scope, None)
+        tips[scope] = head
+        if len(tips) > _TIPS:
+            del tips[next(iter(tips))]
 
     def _result(self, rc: RunContext) -> StepResult:
         return rc.view.result(rc.thread)

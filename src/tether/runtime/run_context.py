@@ -33,6 +33,9 @@ class RunContext:
     # (generation, sequence, id): the run's index entry (``task:<run>``) was node ``id``
     # at that head of the thread, as this run's own commit wrote or carried it.
     entry: tuple[int, int, str] | None = None
+    # A goal of another run came after this run's (seen while syncing the view): this run
+    # is not the thread's latest, so its finish says nothing of where the thread stands.
+    superseded: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     variables: Variables | None = None  # one per call: call-scope variables live here
     # The outputs of this call's steps on call-scoped variables, by step record id: the

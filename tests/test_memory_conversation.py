@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from memory_helpers import CountingStore, Thread, contents, roles
@@ -402,3 +404,35 @@ def test_token_counters() -> None:
     c = default_counter()
     assert isinstance(c, TokenCounter) and c.count("hello world") > 0
     assert default_counter() is c  # decided once
+
+
+class _HeadCounting(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.heads = 0
+
+    async def head(self, namespace: str, scope: str) -> Any:
+        self.heads += 1
+        return await super().head(namespace, scope)
+
+
+async def test_a_view_at_a_given_head_reads_the_messages_up_to_it(ns: str) -> None:
+    """``at``: the caller's head (one it read or its own commit left) bounds the
+    messages and needs no read of the head; a system prompt written after it makes
+    the view read the head, so prompt and messages come from one state."""
+    from tether.projections import conversation_view
+
+    store = _HeadCounting()
+    t = Thread(store, ns, "t1")
+    await _turns(t, 2)
+    held = await store.head(ns, "thread:t1")
+    await _turns(t, 1, prefix="late")
+    store.heads = 0
+    view = await conversation_view(store, ns, "t1", policy=Window(size=20), at=held)
+    assert contents(view.messages) == ["u0", "a0", "u1", "a1"]  # not the later turn
+    assert view.head == held and store.heads == 0
+    await t.system("v2")  # written after ``held``
+    view = await conversation_view(store, ns, "t1", policy=Window(size=20), at=held)
+    assert view.messages[0] == {"role": "system", "content": "v2"}
+    assert contents(view.messages[1:]) == ["u0", "a0", "u1", "a1", "u0", "a0"]
+    assert view.head == await store.head(ns, "thread:t1")

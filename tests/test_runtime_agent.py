@@ -731,6 +731,8 @@ async def test_a_step_after_a_finished_run_starts_from_its_head_without_reading(
     # goal first: the head its own run left is where it starts
     assert first == ["head"]
     assert store.calls[0] == "commit"
+    # nor does its model call read the head: the run's own commits left it
+    assert "head" not in store.calls
     graph = own(await nodes(store, "thread:t"))
     assert [n.kind for n in graph] == ["goal", "inference", "answer"] * 2
 

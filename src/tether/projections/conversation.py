@@ -83,10 +83,17 @@ async def _load(
     llm: str,
     policy: Policy,
     run: str | None,
+    at: Head | None = None,
 ) -> ConversationView:
     summary_node = await store.resource_head(namespace, scope, summary_key(llm))
     system_node = await store.resource_head(namespace, scope, system_key(llm))
-    head = await store.head(namespace, scope)
+    head = at
+    if head is None or any(
+        n is not None and n.sequence > head.sequence for n in (summary_node, system_node)
+    ):
+        # No head given, or a summary or system prompt newer than it (written since):
+        # the messages are read up to the head now, which holds them.
+        head = await store.head(namespace, scope)
     summary = (
         SummaryContent.parse(summary_node.payload.get("content"))
         if summary_node is not None and isinstance(summary_node.payload, dict)
@@ -166,8 +173,16 @@ async def conversation_view(
     policy: Policy | Mapping[str, Any] | str = _BUFFER,
     run: str | None = None,
     model: Model | None = None,
+    at: Head | None = None,
 ) -> ConversationView:
-    """Like ``load_conversation`` but returns the ``ConversationView`` (counts, summary)."""
+    """Like ``load_conversation`` but returns the ``ConversationView`` (counts, summary).
+
+    ``at``: a head of the thread the caller holds (one it read, or one its own commit
+    left), to read the messages up to it instead of reading the head; the view's
+    ``head`` is then ``at``, unless the summary or system prompt has a version newer
+    than ``at`` (then the head is read). A summary this call commits is read back at
+    the new head.
+    """
     scope = scopes.thread(thread_id)
     check_llm(llm)
     if run is not None and (not isinstance(run, str) or not run):
@@ -177,7 +192,7 @@ async def conversation_view(
         if isinstance(policy, Buffer | Window | Summary | Tokens)
         else policy_from_dict(policy)
     )
-    view = await _load(store, namespace, scope, llm, pol, run)
+    view = await _load(store, namespace, scope, llm, pol, run, at)
     if isinstance(pol, Summary) and view.kept > pol.threshold:
         from .compaction import compact  # compaction builds on this module's reads
 

@@ -844,6 +844,9 @@ class Executor(ToolCalls):
             policy=self.spec.policy(node.name),
             run=rc.run_id,
             model=model,
+            # the head the run's view is at (just read, or left by its own last commit):
+            # the inference's commit is computed against it and checks it
+            at=rc.head,
         )
         messages += _remembered(rc, node, view)
         # A summary policy may have committed a summary node: that moves the thread,

@@ -793,3 +793,22 @@ async def test_a_run_superseded_by_another_runs_goal_leaves_no_starting_head() -
     assert graph.index(third) > max(
         i for i, n in enumerate(graph) if n.payload.get("run") == "run_other"
     )
+
+
+async def test_an_agent_remembers_where_to_start_for_a_bounded_number_of_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tether.runtime import executor
+
+    monkeypatch.setattr(executor, "_TIPS", 2)
+    store = ReadCountingStore()
+    agent = Agent(None, ScriptedModel([Rule(answer="hi")]), store=store)
+    for t in ("a", "b", "c"):
+        await agent.step("one", thread=t)
+    assert list(agent._tips) == ["thread:b", "thread:c"]  # the oldest went first
+    store.calls.clear()
+    await agent.step("two", thread="a")  # forgotten: read again
+    assert store.calls[0] == "head"
+    store.calls.clear()
+    await agent.step("two", thread="c")
+    assert store.calls[0] == "commit"

@@ -560,7 +560,9 @@ class Executor(ToolCalls):
         tips.pop(scope, None)
         tips[scope] = head
         if len(tips) > _TIPS:
-            del tips[next(iter(tips))]
+            # the oldest first; pop(k, None): step_sync calls may share the agent's dict
+            for k in list(tips)[: len(tips) - _TIPS]:
+                tips.pop(k, None)
 
     def _result(self, rc: RunContext) -> StepResult:
         return rc.view.result(rc.thread)

@@ -205,8 +205,7 @@ class Tether:
         if self.postgres:
             # every query is a round trip; a commit is one tether_commit call
             return len(stmts), sum("tether_commit(" in q for q in stmts)
-        stmts = untriggered(stmts)
-        return len(stmts), count_commits(stmts)
+        return sqlite_counts(stmts)
 
     async def close(self) -> None:
         if self.postgres:
@@ -468,6 +467,12 @@ class LangGraphReact:
         }
 
 
+def sqlite_counts(stmts: list[str]) -> tuple[int, int]:
+    """(statements, commits) among SQLite's traced statements, less trigger reports."""
+    stmts = untriggered(stmts)
+    return len(stmts), count_commits(stmts)
+
+
 def make(system: str, path: Path, workload: str, postgres: str | None = None) -> Any:
     if system == "tether_window":
         return Tether(path, workload, "window")
@@ -521,11 +526,7 @@ async def measure(
         for k in range(COUNTED):
             await sys_.turn(thread, h + samples + k)
         sys_.trace(None)
-        if hasattr(sys_, "counts"):
-            n_stmts, commits = sys_.counts(stmts)
-        else:
-            stmts = untriggered(stmts)
-            n_stmts, commits = len(stmts), count_commits(stmts)
+        n_stmts, commits = getattr(sys_, "counts", sqlite_counts)(stmts)
         per[str(h)] = {
             "median_ms": statistics.median(lat),
             "p90_ms": sorted(lat)[min(len(lat) - 1, int(0.9 * len(lat)))],

@@ -387,7 +387,7 @@ class Executor(ToolCalls):
                 )
             rc.view = RunView.derive(goal, nodes)
             rc.generation, rc.seq = head.generation, head.sequence
-            rc.superseded = any(n.kind == "goal" and n is not goal for n in nodes)
+            rc.superseded = any(n.kind == "goal" and n.id != goal.id for n in nodes)
             return
         after = rc.seq
         while after < head.sequence:

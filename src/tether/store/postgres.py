@@ -127,6 +127,7 @@ class PostgresStore(Store):
         self._pool: Any = pool
         self._vectors: VectorTable | None = None  # the recall index, made on first use
         s = f'"{schema}"'
+        sid = f"(SELECT sid FROM {s}.tether_scopes WHERE ns = $1 AND scope = $2)"
         self._q = {
             "commit": f"SELECT {s}.tether_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
             " $13, $14, $15, $16)",
@@ -134,16 +135,13 @@ class PostgresStore(Store):
             "delete_ns": f"SELECT {s}.tether_delete_namespace($1)",
             "head": f"SELECT generation, sequence, frontier FROM {s}.tether_scopes"
             " WHERE ns = $1 AND scope = $2",
-            "sid": f"(SELECT sid FROM {s}.tether_scopes WHERE ns = $1 AND scope = $2)",
+            "sid": sid,
             "nodes": f"{s}.tether_nodes",
             "heads": f"{s}.tether_resource_heads",
             "scopes": f"{s}.tether_scopes",
             # The nodes of a scope ($1, $2) whose ids are in $3, one probe of the unique
             # (sid, id) index per id (``_BY_IDS``).
-            "by_ids": _BY_IDS.format(
-                nodes=f"{s}.tether_nodes",
-                sid=f"(SELECT sid FROM {s}.tether_scopes WHERE ns = $1 AND scope = $2)",
-            ),
+            "by_ids": _BY_IDS.format(nodes=f"{s}.tether_nodes", sid=sid),
         }
 
     # -- opening -----------------------------------------------------------------

@@ -20,6 +20,12 @@ is split out, per statement.
 turn (round-robin, as ``make bench``'s phase B drives them): every figure is then per
 turn over all threads.
 
+``--wal`` adds one more replay of each saver with SQLite's automatic WAL checkpoints
+off (``wal_autocheckpoint=0``): its time per turn beside the best one says what the
+checkpoints (copying each changed page back into the database file) cost each saver,
+and its WAL file, read frame by frame and mapped with ``dbstat`` as
+``floor_gap.py`` does, gives the pages each commit writes, by table and index.
+
 Prints a table; ``--json PATH`` writes the figures.
 """
 
@@ -28,11 +34,13 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import shutil
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +48,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "src"))
 
+from floor_gap import page_objects, wal_frames  # noqa: E402
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 from systems import _langgraph as lg  # noqa: E402
 from workload import turn_messages  # noqa: E402
@@ -95,8 +104,21 @@ def _saver(kind: str, folder: Path, n: int) -> Any:
     return SqliteSaver(conn)
 
 
-def replay(kind: str, calls: list[Call], folder: Path, n: int) -> dict[str, Any]:
+def _conn(kind: str, saver: Any) -> sqlite3.Connection:
+    conn: sqlite3.Connection = saver.store._conn if kind == "tether" else saver.conn
+    return conn
+
+
+def replay(
+    kind: str, calls: list[Call], folder: Path, n: int, *, wal: bool = False
+) -> dict[str, Any]:
+    """One replay of ``calls`` on a fresh saver; ``wal``: with automatic checkpoints
+    off, and the pages of every commit counted from the WAL file ("wal" in the result)."""
     saver = _saver(kind, folder, n)
+    if wal:  # the WAL from here on holds the replay's commits, and only them
+        conn = _conn(kind, saver)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("PRAGMA wal_autocheckpoint=0")
     spent: dict[str, list[float]] = {}
     if kind == "tether":
         store = saver.store
@@ -109,19 +131,44 @@ def replay(kind: str, calls: list[Call], folder: Path, n: int) -> dict[str, Any]
         t = time.perf_counter()
         getattr(saver, method)(*a, **k)
         per[method] += time.perf_counter() - t
+    pages = _wal_pages(folder / f"{'t' if kind == 'tether' else 's'}{n}.db") if wal else None
     if kind == "tether":
         saver.close()
     else:
         saver.conn.close()
-    return {
+    out: dict[str, Any] = {
         "methods_s": per,
         "sql_s": {k: sum(v) for k, v in spent.items()},
         "sql_calls": {k: len(v) for k, v in spent.items()},
     }
+    if pages is not None:
+        out["wal"] = pages
+    return out
 
 
-def measure(turns: int, repeats: int, threads: int = 1) -> dict[str, Any]:
-    """Figures per turn: ``turns`` turns on each of ``threads`` threads."""
+def _wal_pages(db: Path) -> dict[str, Any]:
+    """Commits and pages (WAL frames) of a database whose WAL was never checkpointed,
+    read from a copy taken while its saver is open (closing checkpoints it)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        snap = Path(tmp) / db.name
+        shutil.copyfile(db, snap)
+        shutil.copyfile(f"{db}-wal", f"{snap}-wal")
+        page_size, frames = wal_frames(Path(f"{snap}-wal"))
+        objects = page_objects(snap)
+    commits = sum(1 for _, c in frames if c)
+    by = Counter(" ".join(objects.get(p, ("(free or unmapped)", ""))).strip() for p, _ in frames)
+    return {
+        "commits": commits,
+        "frames": len(frames),
+        "page_size": page_size,
+        "frames_per_commit": len(frames) / commits if commits else 0.0,
+        "by_object": {k: v / commits for k, v in by.most_common()} if commits else {},
+    }
+
+
+def measure(turns: int, repeats: int, threads: int = 1, *, wal: bool = False) -> dict[str, Any]:
+    """Figures per turn: ``turns`` turns on each of ``threads`` threads; ``wal``: and
+    one replay of each saver without WAL checkpoints, its pages counted."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         calls = record(turns, folder, threads)
@@ -129,6 +176,9 @@ def measure(turns: int, repeats: int, threads: int = 1) -> dict[str, Any]:
         for r in range(repeats):  # alternating, so background load hits both alike
             for kind in runs:
                 runs[kind].append(replay(kind, calls, folder, r))
+        walled = (
+            {kind: replay(kind, calls, folder, repeats, wal=True) for kind in runs} if wal else {}
+        )
     out: dict[str, Any] = {"turns": turns, "threads": threads, "calls": len(calls)}
     n = turns * threads  # turns in all
     for kind, rs in runs.items():
@@ -140,6 +190,10 @@ def measure(turns: int, repeats: int, threads: int = 1) -> dict[str, Any]:
             * 1e3,
             "by_method_ms_per_turn": {m: v / n * 1e3 for m, v in best["methods_s"].items()},
         }
+        if kind in walled:
+            w = walled[kind]
+            out[kind]["no_checkpoint_ms_per_turn"] = sum(w["methods_s"].values()) / n * 1e3
+            out[kind]["wal"] = w["wal"]
         if kind == "tether":
             out[kind]["sql_ms_per_turn"] = sum(best["sql_s"].values()) / n * 1e3
             out[kind]["sql_by_statement"] = {
@@ -164,15 +218,40 @@ def table(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def wal_lines(results: list[dict[str, Any]], top: int = 5) -> list[str]:
+    """Per saver, from a ``--wal`` run: time per turn without WAL checkpoints beside the
+    best with them, and the pages (WAL frames) per commit by table and index."""
+    lines: list[str] = []
+    for r in results:
+        for kind, label in (("tether", "TetherSaver"), ("sqlite", "SqliteSaver")):
+            f = r[kind]
+            if "wal" not in f:
+                continue
+            w = f["wal"]
+            objs = ", ".join(f"{k} {v:.2f}" for k, v in list(w["by_object"].items())[:top])
+            lines.append(
+                f"{r['turns']} turns x {r['threads']} threads, {label}: "
+                f"{f['no_checkpoint_ms_per_turn']:.2f} ms/turn without WAL checkpoints "
+                f"(best with them {f['ms_per_turn']:.2f}); {w['frames_per_commit']:.2f} pages "
+                f"per commit over {w['commits']} commits ({objs})"
+            )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--turns", default="10,100", help="comma list of thread lengths [10,100]")
     p.add_argument("--repeats", type=int, default=5, help="replays per saver; the best counts")
     p.add_argument("--threads", type=int, default=1, help="threads, round-robin [1]")
     p.add_argument("--json", default="", help="write the figures to this file")
+    p.add_argument(
+        "--wal", action="store_true", help="also replay without WAL checkpoints; count pages"
+    )
     a = p.parse_args(argv)
-    results = [measure(int(t), a.repeats, a.threads) for t in a.turns.split(",") if t]
+    results = [measure(int(t), a.repeats, a.threads, wal=a.wal) for t in a.turns.split(",") if t]
     print("\n".join(table(results)))
+    for line in wal_lines(results):
+        print(line)
     for r in results:
         stmts = ", ".join(
             f"{k} {v['calls_per_turn']:g}/turn {v['ms_per_turn']:.3f} ms"

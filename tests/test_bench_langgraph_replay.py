@@ -42,3 +42,25 @@ def test_a_replay_of_many_threads_counts_per_turn_over_every_thread() -> None:
     )
     assert inserts == 5  # per turn over all threads: 5 commits each
     assert bench.table([r])[2].startswith("| 2 | 3 |")
+
+
+def test_a_replay_without_checkpoints_counts_each_savers_pages_per_commit() -> None:
+    bench = load_bench("langgraph_replay")
+    r = bench.measure(3, 1, wal=True)
+    t, s = r["tether"]["wal"], r["sqlite"]["wal"]
+    # TetherSaver commits 5 times a turn, each commit one INSERT in autocommit mode (the
+    # first put opens a transaction that makes the scope): 15 commits, no other
+    assert t["commits"] == 15
+    # SqliteSaver commits at least its 5 a turn (and its tables, on its first call)
+    assert s["commits"] >= 15
+    for w in (t, s):
+        assert w["page_size"] == 4096
+        assert w["frames_per_commit"] == w["frames"] / w["commits"] >= 1
+        # every frame is mapped to an object, and the shares add up to the whole
+        assert abs(sum(w["by_object"].values()) - w["frames_per_commit"]) < 1e-9
+    assert "tether_nodes leaf" in t["by_object"] and "tether_nodes_id leaf" in t["by_object"]
+    assert "checkpoints leaf" in s["by_object"]
+    assert r["tether"]["no_checkpoint_ms_per_turn"] > 0
+    lines = bench.wal_lines([r])
+    assert len(lines) == 2 and "TetherSaver" in lines[0] and "SqliteSaver" in lines[1]
+    assert "pages per commit over 15 commits" in lines[0]

@@ -128,11 +128,14 @@ async def test_reappend_then_explicit_child(store: Store, ns: str) -> None:
 
 # -- a commit that finds nodes already stored (a wrong ``absent`` hint) -------------
 #
-# ``Transaction.hint(absent=...)`` lets a caller skip the look-up of a node it believes
-# new (the LangGraph saver does, for content it has not seen stored); when the belief
-# is wrong the commit reports the stored nodes and the transaction applies its appends
-# again, the stored ones found. That must never commit appends computed from one state
-# onto another.
+# ``Transaction.hint(absent=...)`` (or ``append(..., new=True)``) lets a caller skip the
+# look-up of a node it believes new (the LangGraph saver does, for content it has not
+# seen stored); when the belief is wrong the commit reports the stored nodes and the
+# transaction applies its appends again, the stored ones found. That must never commit
+# appends computed from one state onto another. Each test below runs with both ways
+# of saying it.
+
+ABSENT = pytest.mark.parametrize("how", ["hint", "new"])
 
 
 async def _stored_tip(store: Store, ns: str) -> tuple[CausalNode, CausalNode]:
@@ -145,19 +148,28 @@ async def _stored_tip(store: Store, ns: str) -> tuple[CausalNode, CausalNode]:
     return e, top
 
 
-async def _restate_e(txn: Transaction, e: CausalNode) -> CausalNode:
-    """Append ``e`` again, wrongly hinted absent, then a node on the frontier (which the
-    pending ``e`` joins), then one naming that node in its parents and its payload."""
-    await txn.hint("thread:t", absent=[e.id])
-    assert (await txn.append("thread:t", "resource", {"e": 1}, parents=[])).id == e.id
+async def _append_e(txn: Transaction, e: CausalNode, how: str) -> CausalNode:
+    """Append ``e`` again, wrongly said to be absent (``how``: by hint or ``new=True``)."""
+    if how == "hint":
+        await txn.hint("thread:t", absent=[e.id])
+    node = await txn.append("thread:t", "resource", {"e": 1}, parents=[], new=how == "new")
+    assert node.id == e.id
+    return node
+
+
+async def _restate_e(txn: Transaction, e: CausalNode, how: str) -> CausalNode:
+    """Append ``e`` again, wrongly said to be absent, then a node on the frontier (which
+    the pending ``e`` joins), then one naming that node in its parents and its payload."""
+    await _append_e(txn, e, how)
     step = await txn.append("thread:t", "inference", {"content": "step"})
     return await txn.append(
         "thread:t", "resource", {"of": step.id}, parents=[step.id], resource_key="var:of"
     )
 
 
+@ABSENT
 async def test_a_stored_node_found_at_commit_recomputes_what_followed_it(
-    store: Store, ns: str
+    store: Store, ns: str, how: str
 ) -> None:
     e, top = await _stored_tip(store, ns)
     head = await store.head(ns, "thread:t")
@@ -166,7 +178,7 @@ async def test_a_stored_node_found_at_commit_recomputes_what_followed_it(
     async def fn(txn: Transaction) -> CausalNode:
         nonlocal runs
         runs += 1
-        return await _restate_e(txn, e)
+        return await _restate_e(txn, e, how)
 
     last = await transact(store, ns, fn)
     assert runs == 2  # the first computation had ``e`` pending: computed again, not patched
@@ -179,21 +191,23 @@ async def test_a_stored_node_found_at_commit_recomputes_what_followed_it(
     assert (await store.head(ns, "thread:t")).frontier == (named.id,)
 
 
+@ABSENT
 async def test_a_transaction_that_cannot_replay_conflicts_and_writes_nothing(
-    store: Store, ns: str
+    store: Store, ns: str, how: str
 ) -> None:
     e, _ = await _stored_tip(store, ns)
     head = await store.head(ns, "thread:t")
     txn = Transaction(store, ns)
-    await _restate_e(txn, e)
+    await _restate_e(txn, e, how)
     with pytest.raises(Conflict) as err:
         await txn.commit()
     assert err.value.code == "conflict"
     assert await store.head(ns, "thread:t") == head
 
 
+@ABSENT
 async def test_a_replay_is_computed_against_the_heads_first_read(
-    store: Store, ns: str, monkeypatch: pytest.MonkeyPatch
+    store: Store, ns: str, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     """A writer that lands between the commit that found a stored node and its replay
     makes the replay conflict: ``fn`` decided from what it read, so it runs again."""
@@ -223,8 +237,7 @@ async def test_a_replay_is_computed_against_the_heads_first_read(
         seen.append(None if current is None else current.payload)
         if current is not None:
             return "kept"
-        await txn.hint("thread:t", absent=[e.id])  # wrong: makes the commit replay
-        await txn.append("thread:t", "resource", {"e": 1}, parents=[])
+        await _append_e(txn, e, how)  # wrongly said absent: makes the commit replay
         await txn.append("thread:t", "resource", {"v": "mine"}, resource_key="var:x")
         return "created"
 

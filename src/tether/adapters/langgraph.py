@@ -67,7 +67,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..core.errors import InvalidRequest, StoreError
-from ..core.graph import CausalNode, node_id
+from ..core.graph import CausalNode
 from ..store import Store, open_store
 from ..store.base import Head
 from ..store.txn import Transaction, transact
@@ -809,14 +809,16 @@ class TetherSaver(BaseCheckpointSaver[str]):
             if prev is not None:
                 parents.add(prev.id)  # what the append adds itself (the key's head: stored)
                 await txn.hint(scope, stored=[prev.id])
-            if not parents.intersection(added):
-                # Every parent is stored, so the transaction would look the node up:
-                # it holds this put's checkpoint id and ts, so it is new (were it not,
-                # the commit reports it and the transaction replays with look-ups).
-                nid = node_id("resource", parents, payload, cp_key(e))
-                await txn.hint(scope, absent=[nid])
+            # The node holds this put's checkpoint id and ts, so it is new: the
+            # transaction need not look it up when every parent is stored (were it
+            # stored, the commit reports it and the transaction replays with look-ups).
             node = await txn.append(
-                scope, "resource", payload, parents=sorted(parents), resource_key=cp_key(e)
+                scope,
+                "resource",
+                payload,
+                parents=sorted(parents),
+                resource_key=cp_key(e),
+                new=True,
             )
             ptr = await txn.append(
                 scope,

@@ -51,6 +51,7 @@ class _Op(NamedTuple):
     payload: Any
     parents: tuple[str, ...] | None
     resource_key: str | None
+    new: bool = False  # the caller says no node of this content is stored (``append``)
 
 
 class Transaction:
@@ -182,13 +183,23 @@ class Transaction:
         *,
         parents: Iterable[str] | None = None,
         resource_key: str | None = None,
+        new: bool = False,
     ) -> CausalNode:
-        """Append a node to ``scope`` (SPEC §1 rules) and return it; committed by ``commit``."""
+        """Append a node to ``scope`` (SPEC §1 rules) and return it; committed by ``commit``.
+
+        ``new=True``: the caller knows the scope holds no node of this content at this
+        transaction's head, as ``hint(absent=[id])`` says for an id the caller would
+        otherwise compute first; it saves the look-up of a node whose parents are all
+        stored. A wrong claim costs a replay (the commit reports the stored node), never
+        a duplicate.
+        """
         if self._done:
             raise StoreError("this transaction has already been committed; start a new one")
         if parents is not None and isinstance(parents, str):
             raise InvalidNode("parents must be a list of node ids, not a string", code="shape")
-        op = _Op(scope, kind, payload, None if parents is None else tuple(parents), resource_key)
+        op = _Op(
+            scope, kind, payload, None if parents is None else tuple(parents), resource_key, new
+        )
         node = await self._apply(op)
         self._ops.append(op)
         self._ids.append(node.id)
@@ -250,6 +261,7 @@ class Transaction:
         # look-up, which keeps the common append free of round trips.
         if node.id in self._existing or (
             op.parents is not None
+            and not op.new
             and node.id not in d.absent
             and not any(p in d.by_id for p in node.parents)
         ):

@@ -20,7 +20,7 @@ import base64
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
@@ -593,10 +593,10 @@ async def test_unchanged_elements_are_not_planned_again() -> None:
     calls = 0
     original = saver._values.planned_element
 
-    def counting(llm: str, value: Any, v: Any) -> Any:
+    def counting(llm: str, value: Any, v: Any, draft: bool = False) -> Any:
         nonlocal calls
         calls += 1
-        return original(llm, value, v)
+        return original(llm, value, v, draft)
 
     saver._values.planned_element = counting  # type: ignore[method-assign]
     for i in range(20, 25):
@@ -1026,6 +1026,182 @@ async def test_a_langgraph_thread_reads_as_a_conversation(tmp_path: Path) -> Non
         *turn,
     ]
     assert conv.item_count == 8
+
+
+
+def _idless_graph(saver: BaseCheckpointSaver[Any], state: Any = MessagesState) -> Any:
+    """A node that answers with a message without an id, as hand-written nodes do:
+    ``add_messages`` gives it (and the id-less input) an id in the channel."""
+
+    def agent(st: Any) -> dict[str, Any]:
+        last = st["messages"][-1]
+        return {"messages": [AIMessage(content=f"echo: {last.content}")]}
+
+    builder = StateGraph(state)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    return builder.compile(checkpointer=saver)
+
+
+async def _conversation(store: Store, thread: str) -> list[Any]:
+    from tether import control
+
+    res = await control.describe(
+        store, namespace="default", thread=thread, stores=["conversation"], include_data=True
+    )
+    (conv,) = [r for r in res.stores if r.name == "conversation"]
+    assert conv.item_count == len(conv.data)
+    return list(conv.data)
+
+
+async def _draft_steps(saver: TetherSaver, thread: str, *, listed: bool) -> RunnableConfig:
+    """The calls a step of ``add_messages`` makes, in order, without LangGraph's
+    threads: the checkpoint before the step, the node's write (a message without an
+    id), the next checkpoint (the message with the id the reducer gave it). ``listed``:
+    the first checkpoint holds the channel's list (else only its version, as a
+    ``DeltaChannel``'s checkpoints do). Returns the first checkpoint's config."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    base: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    c1 = empty_checkpoint()
+    v1 = saver.get_next_version(None, None)
+    c1["channel_versions"] = {"messages": v1}
+    if listed:
+        c1["channel_values"] = {"messages": [HumanMessage("hi", id="h1")]}
+    cfg1 = await saver.aput(base, c1, {"source": "input", "step": -1}, {"messages": v1})
+    await saver.aput_writes(cfg1, [("messages", [AIMessage("reply")])], "task-1", "")
+    c2 = empty_checkpoint()
+    v2 = saver.get_next_version(v1, None)
+    c2["channel_versions"] = {"messages": v2}
+    c2["channel_values"] = {
+        "messages": [HumanMessage("hi", id="h1"), AIMessage("reply", id="a1")]
+    }
+    await saver.aput(cfg1, c2, {"source": "loop", "step": 0}, {"messages": v2})
+    return cfg1
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_messages_without_ids_read_once_in_the_conversation(
+    backend: str, tmp_path: Path
+) -> None:
+    """A message a node returns without an id is in the step's pending writes as it
+    was returned and in the next checkpoint with the id ``add_messages`` gave it: two
+    stored forms of one message, which the conversation view showed both of (2,991
+    messages for a 1,000-turn thread of 2,000). Now the write's copy is a draft: in
+    the graph, readable, exact, and not a second conversation message."""
+    url = "memory://" if backend == "memory" else f"sqlite:///{tmp_path / 'once.db'}"
+    async with await TetherSaver.afrom_url(url) as saver:
+        cfg1 = await _draft_steps(saver, "once", listed=True)
+        assert await _conversation(saver.store, "once") == [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "reply"},
+        ]
+        # the pending write is what the node returned: no id
+        tup = await saver.aget_tuple(cfg1)
+        assert tup is not None and tup.pending_writes is not None
+        [(task, channel, value)] = tup.pending_writes
+        assert (task, channel) == ("task-1", "messages")
+        assert [(type(m).__name__, m.content, m.id) for m in value] == [
+            ("AIMessage", "reply", None)
+        ]
+        nodes = await saver.store.nodes("default", "thread:once")
+        drafts = [n.payload for n in nodes if n.kind == "resource" and n.payload.get("draft")]
+        assert [(d["role"], d["content"]) for d in drafts] == [("ai", "reply")]
+    async with await TetherSaver.afrom_url(url) as fresh:  # another process: same reads
+        if backend == "sqlite":
+            tup = await fresh.aget_tuple(cfg1)
+            assert tup is not None and tup.pending_writes is not None
+            assert [m.id for m in tup.pending_writes[0][2]] == [None]
+
+
+async def test_a_write_to_a_channel_without_a_list_stays_in_the_conversation() -> None:
+    """A checkpoint that holds only the channel's version (a ``DeltaChannel``: its
+    writes are its record) keeps its writes' messages as conversation messages."""
+    saver = TetherSaver(MemoryStore())
+    await _draft_steps(saver, "delta", listed=False)
+    conv = await _conversation(saver.store, "delta")
+    assert {"role": "assistant", "content": "reply"} in conv
+    nodes = await saver.store.nodes("default", "thread:delta")
+    assert not [n for n in nodes if n.kind == "resource" and n.payload.get("draft")]
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_a_graph_of_messages_without_ids_reads_once(backend: str, tmp_path: Path) -> None:
+    """End to end: whichever way LangGraph's threads order a step's write and the
+    reducer's ids, every message of the thread shows once, in order."""
+    url = "memory://" if backend == "memory" else f"sqlite:///{tmp_path / 'once.db'}"
+    config: RunnableConfig = {"configurable": {"thread_id": "graph"}}
+    async with await TetherSaver.afrom_url(url) as saver:
+        graph = _idless_graph(saver)
+        # The thread's first input has an id: with none, its write comes before any
+        # checkpoint holds the list, and may read twice (docs/adapters.md says so).
+        first = HumanMessage("start", id="start")
+        await graph.ainvoke({"messages": [first]}, config, durability="sync")
+        for text in ["hello", "hello", "bye"]:  # a repeated message is two messages
+            await graph.ainvoke({"messages": [HumanMessage(text)]}, config, durability="sync")
+        assert await _conversation(saver.store, "graph") == [
+            m
+            for text in ["start", "hello", "hello", "bye"]
+            for m in (
+                {"role": "user", "content": text},
+                {"role": "assistant", "content": f"echo: {text}"},
+            )
+        ]
+        state = await graph.aget_state(config)
+        assert [m.content for m in state.values["messages"]][-2:] == ["bye", "echo: bye"]
+
+
+def test_messages_without_ids_read_once_through_the_sync_methods(tmp_path: Path) -> None:
+    config: RunnableConfig = {"configurable": {"thread_id": "sync-once"}}
+    with TetherSaver.from_url(f"sqlite:///{tmp_path / 'sync.db'}") as saver:
+        graph = _idless_graph(saver)
+        graph.invoke({"messages": [HumanMessage("one", id="one")]}, config, durability="sync")
+        graph.invoke({"messages": [HumanMessage("two")]}, config, durability="sync")
+        conv = asyncio.run(_reopened_conversation(f"sqlite:///{tmp_path / 'sync.db'}"))
+    assert [(m["role"], m["content"]) for m in conv] == [
+        ("user", "one"),
+        ("assistant", "echo: one"),
+        ("user", "two"),
+        ("assistant", "echo: two"),
+    ]
+
+
+async def _reopened_conversation(url: str) -> list[Any]:
+    store = await open_store(url)
+    try:
+        return await _conversation(store, "sync-once")
+    finally:
+        await store.close()
+
+
+async def test_a_delta_channel_keeps_its_writes_in_the_conversation() -> None:
+    """A ``DeltaChannel``'s checkpoints hold no list: its writes are its record, so
+    their messages stay conversation nodes (none is hidden as a draft)."""
+    from langgraph.channels.delta import DeltaChannel
+    from langgraph.graph.message import add_messages
+    from typing_extensions import TypedDict
+
+    def append(state: list[Any], writes: Sequence[Any]) -> list[Any]:
+        return list(add_messages(state, [m for w in writes for m in w]))
+
+    # the functional form: this module's annotations are strings (``__future__``),
+    # which LangGraph would resolve without ``append`` in scope
+    delta_state = TypedDict(  # type: ignore[operator]  # noqa: UP013
+        "DeltaState", {"messages": Annotated[list, DeltaChannel(append)]}
+    )
+    saver = TetherSaver(MemoryStore())
+    graph = _idless_graph(saver, delta_state)
+    config: RunnableConfig = {"configurable": {"thread_id": "once"}}
+    for text in ["a", "b"]:
+        await graph.ainvoke({"messages": [HumanMessage(text, id=text)]}, config, durability="sync")
+    conv = await _conversation(saver.store, "once")
+    assert [(m["role"], m["content"]) for m in conv] == [
+        ("user", "a"),
+        ("assistant", "echo: a"),
+        ("user", "b"),
+        ("assistant", "echo: b"),
+    ]
 
 
 # -- the previous stored layout -----------------------------------------------------

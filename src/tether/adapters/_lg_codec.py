@@ -110,18 +110,27 @@ def _json_or_none(v: Any) -> Any:
     return v
 
 
-def message_fields(value: Any, llm: str) -> tuple[str, dict[str, Any]]:
+def message_fields(value: Any, llm: str, *, draft: bool = False) -> tuple[str, dict[str, Any]]:
     """The kind and graph-encoding fields of a list element (docs/graph-encoding.md).
 
     A LangChain message maps onto the conversation kinds; anything else is a
     plain ``resource``. ``run`` is null: an element is shared by every checkpoint
     (and run) that holds it, so it cannot name one.
+
+    ``draft``: the element is a pending write's copy of a message that the channel's
+    next checkpoint will hold after its reducer ran (``TetherSaver.put_writes``). A
+    message without an id then gets one there (``add_messages``), which makes it
+    another node: the copy without one is a ``resource`` with its role and text, so
+    the conversation shows the message once. A message with an id is the same bytes
+    in both places, so the same node: it keeps its conversation kind.
     """
     mtype = getattr(value, "type", None)
     if not isinstance(mtype, str) or not hasattr(value, "content"):
         return "resource", {}
     text = _text(value.content)
     mid = getattr(value, "id", None)
+    if draft and mid is None and mtype in ("human", "ai", "tool"):
+        return "resource", {"role": mtype, "content": text, "draft": True}
     if mtype == "human":
         return "goal", {
             "run": None,

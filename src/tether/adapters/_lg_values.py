@@ -99,6 +99,8 @@ class ValueCodec:
         self.elements: LRU[bytes, Planned] = LRU(50_000)
         # msgpack bytes of a list element (cut from the whole list) -> its planned node
         self.parts: LRU[bytes, Planned] = LRU(50_000)
+        # the same for a pending write's draft copies (``message_fields``)
+        self.draft_parts: LRU[bytes, Planned] = LRU(10_000)
         # seq tree root id -> the whole list as one msgpack array: a read of a list
         # this saver put or read decodes it in one serializer call, no node reads.
         # Bytes, never objects: every read returns fresh objects, as LangGraph's
@@ -111,8 +113,10 @@ class ValueCodec:
         # shared prefix at every level, so only the right spine is rebuilt.
         self.last: LRU[Slot, _Last] = LRU(256)
 
-    def planned_element(self, llm: str, value: Any, v: dict[str, Any]) -> Planned:
-        kind, fields = message_fields(value, llm)
+    def planned_element(
+        self, llm: str, value: Any, v: dict[str, Any], draft: bool = False
+    ) -> Planned:
+        kind, fields = message_fields(value, llm, draft=draft)
         payload = {**fields, "lg": "el", "v": v}
         try:
             nid = node_id(kind, (), payload)
@@ -123,20 +127,27 @@ class ValueCodec:
             nid = node_id(kind, (), payload)
         return Planned(id=nid, kind=kind, payload=payload, parents=())
 
-    def element(self, serde: Serde, llm: str, value: Any) -> Planned:
+    def element(self, serde: Serde, llm: str, value: Any, draft: bool = False) -> Planned:
         """One element serialized on its own (serializers whose output cannot be cut)."""
         t, b = identify(serde, value)
+        draft = draft and getattr(value, "id", None) is None  # as in ``list``
+        tag = b"dr\0" if draft else b"el\0"
         digest = hashlib.sha256(
-            b"el\0" + llm.encode() + b"\0" + (t or "j").encode() + b"\0" + b
+            tag + llm.encode() + b"\0" + (t or "j").encode() + b"\0" + b
         ).digest()
         planned = self.elements.get(digest)
         if planned is None:
-            planned = self.planned_element(llm, value, stored_form(t, b, value))
+            planned = self.planned_element(llm, value, stored_form(t, b, value), draft)
             self.elements.put(digest, planned)
         return planned
 
     def list(
-        self, serde: Serde, llm: str, value: List[Any], slot: Slot | None = None
+        self,
+        serde: Serde,
+        llm: str,
+        value: List[Any],
+        slot: Slot | None = None,
+        draft: bool = False,
     ) -> tuple[List[Planned], bytes | None, _Last | None]:
         """The element nodes of a list, the list as one msgpack array when it is one,
         and the slot's previous list when this one extends it.
@@ -148,15 +159,16 @@ class ValueCodec:
         seen before is reused. A list that extends the one last put in the same
         ``slot`` (byte for byte: one C comparison) reuses that list's element
         nodes and cuts only its tail, so the per-element work follows the new
-        messages.
+        messages. ``draft``: a pending write's list (``message_fields``); never
+        in a slot.
         """
         t, b = serde.dumps_typed(value)
         head = array_header(b) if t == "msgpack" else None
         if head is None or head[0] != len(value):
-            return [self.element(serde, llm, x) for x in value], None, None
+            return [self.element(serde, llm, x, draft) for x in value], None, None
         out: List[Planned] = []
         pos = head[1]
-        last = self.last.get(slot) if slot is not None else None
+        last = self.last.get(slot) if slot is not None and not draft else None
         shared: _Last | None = None
         if last is not None:
             prev_head = array_header(last.whole)
@@ -168,13 +180,16 @@ class ValueCodec:
                     shared = last
         parts = split_items(b, pos, len(value) - len(out))
         if parts is None:
-            return [self.element(serde, llm, x) for x in value], None, None
-        cache = self.parts
+            return [self.element(serde, llm, x, draft) for x in value], None, None
         for x, part in zip(value[len(out) :], parts, strict=True):
+            # only a message without an id is a draft: with one, a draft copy is the
+            # channel's node (same bytes, same kind), planned once for both
+            drafted = draft and getattr(x, "id", None) is None
+            cache = self.draft_parts if drafted else self.parts
             planned = cache.get(part)
             if planned is None:
                 v = {"s": "msgpack", "b": base64.b64encode(part).decode("ascii")}
-                planned = self.planned_element(llm, x, v)
+                planned = self.planned_element(llm, x, v, drafted)
                 cache.put(part, planned)
             out.append(planned)
         return out, b, shared
@@ -232,9 +247,18 @@ class ValueCodec:
         return planned
 
     def encode(
-        self, serde: Serde, llm: str, value: Any, slot: Slot | None = None
+        self,
+        serde: Serde,
+        llm: str,
+        value: Any,
+        slot: Slot | None = None,
+        *,
+        draft: bool = False,
     ) -> tuple[dict[str, Any], Plan]:
-        """(reference stored in the checkpoint or write, the nodes the reference needs)."""
+        """(reference stored in the checkpoint or write, the nodes the reference needs).
+
+        ``draft``: a pending write's value on a channel whose checkpoints hold its list
+        (``message_fields``)."""
         if type(value) is _DeltaSnapshot and type(value[0]) is list:
             # DeltaChannel's snapshot of a list: stored as the list (its tree shares
             # every element with the writes and the snapshots before it)
@@ -244,7 +268,7 @@ class ValueCodec:
             # The tree covers the whole chunks; the last, unfinished chunk's elements
             # are named in the reference itself (``t``), so a put that appends a few
             # elements stores them and no tree node, until a chunk fills.
-            elements, whole, prev = self.list(serde, llm, value, slot)
+            elements, whole, prev = self.list(serde, llm, value, slot, draft)
             full = len(elements) - len(elements) % FANOUT
             levels = self.tree(elements[:full], prev)
             ref: dict[str, Any] = {"l": levels[-1][0].id if levels else None, "n": len(elements)}

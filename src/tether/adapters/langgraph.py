@@ -455,10 +455,27 @@ class TetherSaver(BaseCheckpointSaver[str]):
     # -- values (``_lg_values``) ---------------------------------------------------
 
     def _encode(
-        self, value: Any, slot: tuple[str, str, str] | None = None
+        self, value: Any, slot: tuple[str, str, str] | None = None, *, draft: bool = False
     ) -> tuple[dict[str, Any], Plan]:
         """(reference stored in the checkpoint or write, nodes the reference needs)."""
-        return self._values.encode(self.serde, self.llm, value, slot)
+        return self._values.encode(self.serde, self.llm, value, slot, draft=draft)
+
+    def _listed_channels(self, scope: str, e: str, cid: str) -> frozenset[str]:
+        """The channels whose list checkpoint ``cid`` holds, if this saver's last commit
+        to ``scope`` left that checkpoint as the namespace's latest (no read); else none.
+
+        A pending write to such a channel is a copy of what the next checkpoint will
+        hold once the channel's reducer ran, so its messages without an id are drafts
+        (``message_fields``). A ``DeltaChannel`` has no list in a checkpoint (its
+        writes are its record), and a channel not yet written has none either: their
+        writes keep their conversation kinds.
+        """
+        tip = self._tips.get(scope)
+        node = tip.nodes.get(cp_key(e)) if tip is not None else None
+        if node is None or node.payload.get("id") != cid:
+            return frozenset()
+        values = node.payload.get("values") or {}
+        return frozenset(k for k, ref in values.items() if isinstance(ref, dict) and "n" in ref)
 
     async def _resolve(
         self,
@@ -856,8 +873,9 @@ class TetherSaver(BaseCheckpointSaver[str]):
         if not cid:
             raise InvalidRequest("put_writes needs a config with a checkpoint_id", field="config")
         e = enc_ns(ns)
+        listed = self._listed_channels(scope, e, cid)
         encoded = [
-            (WRITES_IDX_MAP.get(channel, idx), channel, self._encode(value))
+            (WRITES_IDX_MAP.get(channel, idx), channel, self._encode(value, draft=channel in listed))
             for idx, (channel, value) in enumerate(writes)
         ]
 

@@ -39,8 +39,8 @@ def _commits_and_conflicts(traced: list[str]) -> tuple[list[str], int, int]:
     that checks the head itself), an ``INSERT INTO tether_nodes`` outside a
     transaction. A conflict is a ``ROLLBACK``, or the head that the store reads after
     such an INSERT inserted nothing (to report where the scope stands). Python's trace
-    reports a statement again, identical, for each trigger program it runs
-    (``tether_nodes_head``, a row at a time): a repeat in a row is one of those.
+    reports a statement again, identical, for each trigger program it runs (a file
+    before schema 3 had ``tether_nodes_head``): a repeat in a row is one of those.
     """
     stmts: list[str] = []
     for sql in traced:

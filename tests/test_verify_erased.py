@@ -87,13 +87,18 @@ async def test_a_fault_in_an_erased_scope_is_still_found(
     await store.close()
     with sqlite3.connect(path) as db:  # tamper with what erasure leaves readable
         sid = db.execute("SELECT sid FROM tether_scopes WHERE scope = 'thread:t1'").fetchone()[0]
-        assert db.execute("DELETE FROM tether_resource_heads WHERE sid = ?", (sid,)).rowcount
+        # the newest node's parent: an id no node of the scope has
+        assert db.execute(
+            "UPDATE tether_nodes SET parents = ? WHERE k = (SELECT max(k) FROM tether_nodes"
+            " WHERE k >> 32 = ?)",
+            (bytes(12), sid),
+        ).rowcount
     reopened = await open_store(f"sqlite:///{path}", cipher=key)
     try:
         result = await control.verify(reopened, namespace=NS)
         by_scope = {c.scope: c for c in result.checks}
         assert not result.ok
-        assert by_scope["thread:t1"].code == "resource_head"
+        assert by_scope["thread:t1"].code == "parent_missing"
         assert by_scope["thread:t1"].erased > 0
         assert by_scope["thread:t2"].ok and by_scope["user:alice"].ok
     finally:

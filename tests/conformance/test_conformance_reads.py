@@ -173,6 +173,60 @@ async def test_resource_heads_across_scopes(store: Store, ns: str) -> None:
     ] == want[4:]
 
 
+async def test_resource_heads_across_from_any_cursor(store: Store, ns: str) -> None:
+    """Whatever the cursor names (a row, a key outside the prefix, a scope that is gone,
+    empty, outside the scope prefix, or never written), a page holds exactly the heads
+    after it in (scope, key) order, and its keys' newest versions."""
+    for i, s in enumerate(["thread:a", "thread:b", "thread:c", "thread:d\u00e9", "user:x"]):
+        for key in ("task:1", "task:2", "tick", "var:z"):
+            for v in range(2):
+                await _resource(store, ns, s, key, {"s": s, "k": key, "v": v, "i": i})
+    await append(store, ns, "thread:bb", [{"no": "keys"}])
+    await _resource(store, ns, "thread:c0", "task:1", "reset")
+    await store.reset_scope(ns, "thread:c0")
+    cursors = [
+        ("app", ""),
+        ("thread:a", ""),
+        ("thread:a", "task:1"),
+        ("thread:a", "task:"),
+        ("thread:a", "t"),
+        ("thread:a", "zzz"),
+        ("thread:b", "task:2"),
+        ("thread:bb", "task:1"),
+        ("thread:c0", "task:1"),
+        ("thread:d", "a"),
+        ("thread:d\u00e9", "task:2"),
+        ("thread:z", ""),
+        ("thread;", ""),
+        ("user:x", "task:1"),
+        ("zz", ""),
+    ]
+    for key_prefix in ("task:", "t", ""):
+        for scope_prefix in ("thread:", "thread:c", ""):
+            everything = await store.resource_heads_across(
+                ns, key_prefix, scope_prefix=scope_prefix, limit=1000
+            )
+            rows = [(s, k) for s, k, _ in everything]
+            assert rows == sorted(rows)
+            assert all(s.startswith(scope_prefix) and k.startswith(key_prefix) for s, k in rows)
+            for s, k, n in everything:  # the newest version, of its own scope and key
+                assert {**n.payload["value"], "i": 0} == {"s": s, "k": k, "v": 1, "i": 0}
+            for after in cursors:
+                want = [r for r in rows if r > after]
+                for limit in (1, 2, 1000):
+                    got = await store.resource_heads_across(
+                        ns, key_prefix, scope_prefix=scope_prefix, after=after, limit=limit
+                    )
+                    assert [(s, k) for s, k, _ in got] == want[:limit], (
+                        key_prefix,
+                        scope_prefix,
+                        after,
+                        limit,
+                    )
+    every = await store.resource_heads_across(ns, "", scope_prefix="", limit=1000)
+    assert len(every) == 5 * 4
+
+
 async def test_resource_prefixes_at_the_edges_of_unicode(store: Store, ns: str) -> None:
     s = "thread:u"
     keys = [

@@ -55,7 +55,6 @@ from ._sql import (
     KIND_CODE,
     KIND_CODES,
     CreatedAtTexts,
-    across_sql,
     created_at_value,
     pack_ids,
     prefix_upper,
@@ -81,7 +80,7 @@ from .vectors import VectorTable
 T = TypeVar("T")
 
 _LOW: Final = 0xFFFFFFFF  # the sequence part of a node's row key
-_MIN_SQLITE: Final = (3, 24, 0)  # upsert (ON CONFLICT DO UPDATE) of resource heads
+_MIN_SQLITE: Final = (3, 24, 0)  # upsert (ON CONFLICT): migration 2, the key tables
 _SYNC: Final = {"full": "FULL", "normal": "NORMAL"}
 # The sequence is the low 32 bits of k: SQLite masks it, one Python int fewer per row.
 _NODE_COLS: Final = f"k & {_LOW}, id, kind, parents, created_at, rkey, payload"
@@ -122,6 +121,102 @@ def _checked_insert(n: int) -> str:
         " WHERE (SELECT generation FROM tether_scopes WHERE sid = ?) = ?"
         " AND (SELECT k FROM tether_nodes WHERE k BETWEEN ? AND ? ORDER BY k DESC LIMIT 1) = ?"
     )
+
+
+# A resource key's head is the last entry of the key in the rkey index
+# ``(k >> 32, rkey) WHERE rkey IS NOT NULL``, whose entries end with the row key: one
+# seek (``_HEAD``). A scope's keys are walked one seek at a time (a skip scan: the
+# smallest key past the last one), so listing heads costs a seek per key, however
+# many versions each key has. (``+`` strips a sid's INTEGER affinity, which would
+# otherwise apply to ``k >> 32`` and keep the planner off the index: a scan.)
+_HEAD: Final = "(SELECT max(k) FROM tether_nodes WHERE k >> 32 = +{sid} AND rkey = {key})"
+
+
+def _key_range(prefix: str, params: list[Any]) -> str:
+    """The upper bound of a key prefix as SQL (``AND rkey < ?``), or nothing."""
+    upper = prefix_upper(prefix)
+    if upper is None:
+        return ""
+    params.append(upper)
+    return f" AND rkey < ?{len(params)}"
+
+
+def _heads_sql(sid: int, prefix: str) -> tuple[str, list[Any]]:
+    """The heads of one scope's keys that start with ``prefix``: ``(key, node
+    columns)`` rows, in key order as the walk yields them (a co-routine, no sort)."""
+    params: list[Any] = [sid, prefix]
+    below = _key_range(prefix, params)
+    sql = (
+        "WITH RECURSIVE w(key) AS ("
+        f" SELECT (SELECT min(rkey) FROM tether_nodes WHERE k >> 32 = ?1 AND rkey >= ?2{below})"
+        " UNION ALL"
+        f" SELECT (SELECT min(rkey) FROM tether_nodes WHERE k >> 32 = ?1 AND rkey > w.key{below})"
+        " FROM w WHERE w.key IS NOT NULL"
+        f") SELECT w.key, {_NODE_COLS_N} FROM w JOIN tether_nodes n"
+        f" ON n.k = {_HEAD.format(sid='?1', key='w.key')} WHERE w.key IS NOT NULL"
+    )
+    return sql, params
+
+
+def _across_sql(
+    ns: str, key_prefix: str, scope_prefix: str, after: tuple[str, str] | None, limit: int
+) -> tuple[str | None, list[Any]]:
+    """``resource_heads_across`` as one walk over (scope, key) in order: the live scopes
+    of ``ns`` by the partial index, each one's keys by the rkey index, one seek a step,
+    stopped by the LIMIT (SQLite runs the walk as a co-routine). None: nothing to read.
+
+    A row of the walk is (scope, sid, key, f, o): with ``key`` set, a head to return
+    (``o`` = 0 for the cursor's own row); with ``f`` = 1, a scope just reached whose
+    first key comes next; with neither, a scope done, the next live one comes next."""
+    params: list[Any] = [ns, key_prefix, limit]
+    key_below = _key_range(key_prefix, params)
+    scope_upper = prefix_upper(scope_prefix)
+    scope_below = ""
+    if scope_upper is not None:
+        params.append(scope_upper)
+        scope_below = f" AND scope < ?{len(params)}"
+    live = f"FROM tether_scopes WHERE ns = ?1 AND live = 1{scope_below}"
+    keys_of = "SELECT min(rkey) FROM tether_nodes WHERE k >> 32 = +w.sid"
+    next_scope = f"(SELECT min(scope) {live} AND scope > w.scope)"
+    if after is not None and after[0] >= scope_prefix:
+        if scope_upper is not None and after[0] >= scope_upper:
+            return None, []
+        params.append(after[0])
+        a = len(params)
+        sid = f"(SELECT sid FROM tether_scopes WHERE ns = ?1 AND scope = ?{a} AND live = 1)"
+        if after[1] >= key_prefix:
+            # the cursor's own row (not returned); the walk goes on from its key
+            params.append(after[1])
+            seed = f"SELECT ?{a}, {sid}, ?{len(params)}, 0, 0"
+        else:
+            seed = f"SELECT ?{a}, {sid}, NULL, 1, 0"
+    else:
+        params.append(scope_prefix)
+        start = f"(SELECT min(scope) {live} AND scope >= ?{len(params)})"
+        seed = (
+            f"SELECT {start}, (SELECT sid FROM tether_scopes WHERE ns = ?1 AND scope = {start}),"
+            " NULL, 1, 0"
+        )
+    step = (
+        "SELECT"
+        f" CASE WHEN w.f = 0 AND w.key IS NULL THEN {next_scope} ELSE w.scope END,"
+        " CASE WHEN w.f = 0 AND w.key IS NULL THEN"
+        f" (SELECT sid FROM tether_scopes WHERE ns = ?1 AND scope = {next_scope})"
+        " ELSE w.sid END,"
+        f" CASE WHEN w.f = 1 THEN ({keys_of} AND rkey >= ?2{key_below})"
+        f" WHEN w.key IS NOT NULL THEN ({keys_of} AND rkey > w.key{key_below}) END,"
+        " CASE WHEN w.f = 0 AND w.key IS NULL THEN 1 ELSE 0 END,"
+        " 1"
+        " FROM w WHERE w.scope IS NOT NULL"
+    )
+    sql = (
+        f"WITH RECURSIVE w(scope, sid, key, f, o) AS ({seed} UNION ALL {step}),"
+        f" h(scope, key, hk) AS (SELECT scope, key, {_HEAD.format(sid='w.sid', key='w.key')}"
+        " FROM w WHERE w.key IS NOT NULL AND w.o = 1 LIMIT ?3)"
+        " SELECT h.scope, h.key, n.k & 4294967295, n.id, n.kind, n.parents, n.created_at,"
+        " n.rkey, n.payload FROM h JOIN tether_nodes n ON n.k = h.hk"
+    )
+    return sql, params
 
 
 def _is_busy(e: sqlite3.Error) -> bool:
@@ -628,7 +723,7 @@ class SQLiteStore(Store):
             if seq == 0:
                 c.execute("UPDATE tether_scopes SET live = 1 WHERE sid = ?", (sid,))
         base, rows = sid << 32, p.rows
-        # The resource heads follow by trigger (``_sqlite_schema``, migration 2).
+        # A resource key's head is its newest row in the rkey index (``_sqlite_schema``).
         try:
             for i in range(0, len(rows), _ONE_STATEMENT_ROWS):
                 chunk = rows[i : i + _ONE_STATEMENT_ROWS]
@@ -694,7 +789,6 @@ class SQLiteStore(Store):
         c.execute(
             "DELETE FROM tether_nodes WHERE k BETWEEN ? AND ?", (sid << 32, (sid << 32) | _LOW)
         )
-        c.execute("DELETE FROM tether_resource_heads WHERE sid = ?", (sid,))
 
     async def _do_delete_namespace(self, namespace: str) -> int:
         return await self._call(self._delete_namespace, namespace)
@@ -884,9 +978,10 @@ class SQLiteStore(Store):
         sid = self._sid(namespace, scope)
         if sid is None:
             return None
+        # the key's last entry in the rkey index (its entries end with the row key)
         row = self._c.execute(
-            f"SELECT {_NODE_COLS_N} FROM tether_resource_heads r"
-            " JOIN tether_nodes n ON n.k = r.k WHERE r.sid = ? AND r.key = ?",
+            f"SELECT {_NODE_COLS} FROM tether_nodes WHERE k >> 32 = ? AND rkey = ?"
+            " ORDER BY k DESC LIMIT 1",
             (sid, key),
         ).fetchone()
         return None if row is None else self._node(namespace, scope, row)
@@ -900,16 +995,9 @@ class SQLiteStore(Store):
         sid = self._sid(namespace, scope)
         if sid is None:
             return {}
-        upper = prefix_upper(prefix)
-        sql = (
-            f"SELECT r.key, {_NODE_COLS_N} FROM tether_resource_heads r"
-            " JOIN tether_nodes n ON n.k = r.k WHERE r.sid = ? AND r.key >= ?"
-        )
-        params: tuple[Any, ...] = (sid, prefix)
-        if upper is not None:
-            sql += " AND r.key < ?"
-            params += (upper,)
-        rows = self._c.execute(sql + " ORDER BY r.key", params).fetchall()
+        sql, params = _heads_sql(sid, prefix)
+        # the walk yields keys in order; sorted all the same, as the contract says
+        rows = sorted(self._c.execute(sql, params).fetchall(), key=lambda r: r[0])
         nodes = self._decode(namespace, scope, [r[1:] for r in rows])
         return {r[0]: n for r, n in zip(rows, nodes, strict=True)}
 
@@ -921,25 +1009,19 @@ class SQLiteStore(Store):
     def _across(
         self, ns: str, key_prefix: str, scope_prefix: str, after: Any, limit: int
     ) -> list[RawHead]:
-        # Live scopes of the namespace in order (the partial index), each one's heads by
-        # key (the primary key): one seek per scope, no scan of other namespaces.
-        sql, params = across_sql(
-            "SELECT s.scope, r.key, n.k & 4294967295, n.id, n.kind, n.parents, n.created_at,"
-            " n.rkey, n.payload FROM tether_scopes s JOIN tether_resource_heads r ON"
-            " r.sid = s.sid JOIN tether_nodes n ON n.k = r.k WHERE s.ns = ? AND s.live = 1",
-            "?",
-            ns,
-            key_prefix,
-            scope_prefix,
-            after,
-        )
-        rows = self._c.execute(sql + " ORDER BY s.scope, r.key LIMIT ?", (*params, limit))
+        sql, params = _across_sql(ns, key_prefix, scope_prefix, after, limit)
+        if sql is None:
+            return []
+        rows = self._c.execute(sql, params).fetchall()
         kinds, unpack = KIND_CODES, unpack_ids
         text = CreatedAtTexts()
-        return [
+        out: list[RawHead] = [
             (sc, key, "cw_" + i.hex(), kinds[k], unpack(ps), text[c], q, rk, p)
-            for sc, key, q, i, k, ps, c, rk, p in rows.fetchall()
+            for sc, key, q, i, k, ps, c, rk, p in rows
         ]
+        # the walk yields (scope, key) in order; the sort only states the contract
+        out.sort(key=lambda r: (r[0], r[1]))
+        return out
 
     async def versions(
         self, namespace: str, scope: str, key: str, *, limit: int = 1000

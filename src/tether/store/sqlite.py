@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import random
 import sqlite3
 import threading
@@ -178,12 +179,16 @@ def _across_sql(
     live = f"FROM tether_scopes WHERE ns = ?1 AND live = 1{scope_below}"
     keys_of = "SELECT min(rkey) FROM tether_nodes WHERE k >> 32 = +w.sid"
     next_scope = f"(SELECT min(scope) {live} AND scope > w.scope)"
+
+    def sid_of(scope: str) -> str:
+        return f"(SELECT sid FROM tether_scopes WHERE ns = ?1 AND scope = {scope})"
+
     if after is not None and after[0] >= scope_prefix:
         if scope_upper is not None and after[0] >= scope_upper:
             return None, []
         params.append(after[0])
         a = len(params)
-        sid = f"(SELECT sid FROM tether_scopes WHERE ns = ?1 AND scope = ?{a} AND live = 1)"
+        sid = sid_of(f"?{a}")  # a cursor scope reset since has no keys: the walk goes on
         if after[1] >= key_prefix:
             # the cursor's own row (not returned); the walk goes on from its key
             params.append(after[1])
@@ -193,16 +198,11 @@ def _across_sql(
     else:
         params.append(scope_prefix)
         start = f"(SELECT min(scope) {live} AND scope >= ?{len(params)})"
-        seed = (
-            f"SELECT {start}, (SELECT sid FROM tether_scopes WHERE ns = ?1 AND scope = {start}),"
-            " NULL, 1, 0"
-        )
+        seed = f"SELECT {start}, {sid_of(start)}, NULL, 1, 0"
     step = (
         "SELECT"
         f" CASE WHEN w.f = 0 AND w.key IS NULL THEN {next_scope} ELSE w.scope END,"
-        " CASE WHEN w.f = 0 AND w.key IS NULL THEN"
-        f" (SELECT sid FROM tether_scopes WHERE ns = ?1 AND scope = {next_scope})"
-        " ELSE w.sid END,"
+        f" CASE WHEN w.f = 0 AND w.key IS NULL THEN {sid_of(next_scope)} ELSE w.sid END,"
         f" CASE WHEN w.f = 1 THEN ({keys_of} AND rkey >= ?2{key_below})"
         f" WHEN w.key IS NOT NULL THEN ({keys_of} AND rkey > w.key{key_below}) END,"
         " CASE WHEN w.f = 0 AND w.key IS NULL THEN 1 ELSE 0 END,"
@@ -1019,8 +1019,10 @@ class SQLiteStore(Store):
             (sc, key, "cw_" + i.hex(), kinds[k], unpack(ps), text[c], q, rk, p)
             for sc, key, q, i, k, ps, c, rk, p in rows
         ]
-        # the walk yields (scope, key) in order; the sort only states the contract
-        out.sort(key=lambda r: (r[0], r[1]))
+        # The page is the walk's first rows, so its order is the walk's: were it ever
+        # out of (scope, key) order, a page would not be the next one. Say so.
+        if any((a[0], a[1]) >= (b[0], b[1]) for a, b in itertools.pairwise(out)):
+            raise StoreError("resource_heads_across: the walk left (scope, key) order")
         return out
 
     async def versions(

@@ -272,4 +272,4 @@ def join_array(parts: list[bytes], n: int | None = None) -> bytes:
         head = b"\xdc" + n.to_bytes(2, "big")
     else:
         head = b"\xdd" + n.to_bytes(4, "big")
-    return head + b"".join(parts)
+    return b"".join([head, *parts])  # one copy of the parts, not two

@@ -91,11 +91,16 @@ class System:
 
 
 def sqlite_pragmas(conn: Any) -> dict[str, Any]:
-    """journal_mode and synchronous of a live DB-API sqlite connection."""
+    """journal_mode, synchronous and wal_autocheckpoint of a live DB-API sqlite connection."""
     names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
     journal = conn.execute("PRAGMA journal_mode").fetchone()[0]
     sync = conn.execute("PRAGMA synchronous").fetchone()[0]
-    return {"journal_mode": str(journal).upper(), "synchronous": names.get(sync, str(sync))}
+    pages = conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+    return {
+        "journal_mode": str(journal).upper(),
+        "synchronous": names.get(sync, str(sync)),
+        "wal_autocheckpoint": int(pages),
+    }
 
 
 def sqlite_bytes(workdir: Path) -> int:

@@ -43,6 +43,7 @@ class TetherSqlite(TetherBase):
         d["strongest"] = d["strongest"] and d.get("synchronous") == "FULL"
         d["setting"] = (
             f"{d.get('journal_mode', '?')}, synchronous={d.get('synchronous', '?')}, "
+            f"wal_autocheckpoint={d.get('wal_autocheckpoint', '?')}, "
             f"{d['setting']}, commit per turn"
         )
         return d

@@ -78,6 +78,9 @@ LOADS = ("tether_sql", "tether_nodes", "tether_payloads", "floor")
 NAMESPACE = "bench"  # systems/_tether.py's
 # The seven columns store.nodes reads (tether.store.sqlite._NODE_COLS), if it moves.
 NODE_COLS = "k & 4294967295, id, kind, parents, created_at, rkey, payload"
+# The WAL pages between checkpoints that tether's store sets at each synchronous level
+# (tether.store.sqlite._WAL_AUTOCHECKPOINT); the floor and the replays set the same.
+WAL_PAGES = {"FULL": 100, "NORMAL": 1000}
 
 
 # --- the systems, driven through the bench's own adapters ----------------------------------
@@ -102,6 +105,7 @@ async def setup(sys_: Any, system: str, workdir: Path, sync: str, *, fresh: bool
     if system == "tether":
         return sys_.store._conn
     sys_.conn.execute(f"PRAGMA synchronous={sync}")
+    sys_.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES[sync]}")  # as tether's store
     return sys_.conn
 
 
@@ -311,6 +315,7 @@ async def w_replay(a: argparse.Namespace) -> dict[str, Any]:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0.0)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute(f"PRAGMA synchronous={a.sync}")
+    conn.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES[a.sync]}")  # as both set it
     if a.sync == "FULL" and a.system == "tether":
         conn.execute("PRAGMA fullfsync=ON")  # as tether sets it (a no-op off macOS)
     # Each call on the object it was made on: a connection (a cursor per call) or

@@ -161,3 +161,12 @@ def test_floor_verdict_says_only_what_was_measured() -> None:
     assert "5.20 against the floor's 2.49" in pages
     assert "`tether_nodes` leaf 2.77 + internal 0.81" in pages
     assert "on one thread" not in pages
+
+
+def test_the_floor_checkpoints_its_wal_as_tethers_store_does() -> None:
+    """floor_gap gives the floor (and both replays) tether's WAL checkpoint interval at
+    each synchronous level, so a setting never counts as either system's work."""
+    from tether.store.sqlite import _WAL_AUTOCHECKPOINT
+
+    floor_gap = load_bench("floor_gap")
+    assert {k.upper(): v for k, v in _WAL_AUTOCHECKPOINT.items()} == floor_gap.WAL_PAGES

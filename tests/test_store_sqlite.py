@@ -125,19 +125,24 @@ async def test_wal_and_durable_commits_by_default(store: SQLiteStore, tmp_path: 
 
 
 async def test_the_wal_wraps_every_hundred_pages(tmp_path: Path) -> None:
-    """The WAL is checkpointed every 100 pages (``_WAL_AUTOCHECKPOINT``), so after a few
-    hundred commits it still holds about 100 frames, where SQLite's default (1,000)
-    would have let it grow to several hundred, each commit extending the file."""
+    """At durability="full" the WAL is checkpointed every 100 pages
+    (``_WAL_AUTOCHECKPOINT``), so after a few hundred commits it still holds about 100
+    frames, where SQLite's default (1,000) would have let it grow to several hundred,
+    each commit extending the file."""
     path = tmp_path / "w.db"
     async with await open_store(f"sqlite:///{path}") as s:
         assert isinstance(s, SQLiteStore)
-        assert _pragma(s, "wal_autocheckpoint") == sqlite_module._WAL_AUTOCHECKPOINT == 100
+        assert _pragma(s, "wal_autocheckpoint") == sqlite_module._WAL_AUTOCHECKPOINT["full"]
         page = _pragma(s, "page_size")
         for i in range(300):  # at least one page a commit: 300 frames without a wrap
             await turn(s, i, scope=f"thread:t{i % 7}")
         frames = (Path(f"{path}-wal").stat().st_size - 32) // (page + 24)
         assert 100 <= frames < 160, frames
         assert (await s.head("ns", "thread:t0")).sequence == 2 * len(range(0, 300, 7))
+    # synchronous=NORMAL: no commit fsyncs, a checkpoint fsyncs twice, so SQLite's default
+    async with await open_store(f"sqlite:///{path}?durability=normal") as s:
+        assert isinstance(s, SQLiteStore)
+        assert _pragma(s, "wal_autocheckpoint") == 1000
 
 
 # --- migrations ------------------------------------------------------------------------------

@@ -83,14 +83,15 @@ T = TypeVar("T")
 _LOW: Final = 0xFFFFFFFF  # the sequence part of a node's row key
 _MIN_SQLITE: Final = (3, 24, 0)  # upsert (ON CONFLICT): migration 2, the key tables
 _SYNC: Final = {"full": "FULL", "normal": "NORMAL"}
-# WAL pages after which a commit checkpoints (SQLite's default is 1,000). SQLite deletes
-# the WAL when its last connection closes, so each process starts with an empty one,
-# and until the first checkpoint lets it wrap, every commit appends to the WAL file and
-# its fsync also writes the file's new size: on this project's machines such a commit
-# took about 0.4 ms against 0.23 once the WAL wraps, for the first ~300 two-node turns
-# of every process. At 100 pages that phase is ~30 commits; later commits cost the
-# same (docs/storage.md, "The WAL").
-_WAL_AUTOCHECKPOINT: Final = 100
+# WAL pages after which a commit checkpoints, by durability. SQLite deletes the WAL when
+# its last connection closes, so each process starts with an empty one, and until the
+# first checkpoint lets it wrap, every commit appends to the WAL file and its fsync also
+# writes the file's new size: with SQLite's default (1,000), a durable two-node turn took
+# about 0.4 ms against 0.23 once the WAL wraps, for the first ~300 turns of every
+# process. At 100 pages that phase is ~30 commits and later commits cost the same.
+# With synchronous=NORMAL no commit fsyncs and a checkpoint fsyncs twice, so there
+# checkpoints are kept as rare as SQLite makes them (docs/storage.md, "The WAL").
+_WAL_AUTOCHECKPOINT: Final = {"full": 100, "normal": 1000}
 # The sequence is the low 32 bits of k: SQLite masks it, one Python int fewer per row.
 _NODE_COLS: Final = f"k & {_LOW}, id, kind, parents, created_at, rkey, payload"
 _NODE_COLS_N: Final = f"n.k & {_LOW}, n.id, n.kind, n.parents, n.created_at, n.rkey, n.payload"
@@ -403,7 +404,7 @@ class SQLiteStore(Store):
         if str(mode).lower() != "wal" and self.path != ":memory:":
             raise StoreError(f"could not switch {self.path!r} to WAL (journal_mode={mode})")
         c.execute(f"PRAGMA synchronous={_SYNC[self.durability]}")
-        c.execute(f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT}")
+        c.execute(f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT[self.durability]}")
         if self.durability == "full":
             # macOS's fsync does not flush the drive's cache; F_FULLFSYNC does. A no-op
             # elsewhere.

@@ -988,10 +988,8 @@ class SQLiteStore(Store):
         sid = self._sid(namespace, scope)
         if sid is None:
             return None
-        # the key's last entry in the rkey index (its entries end with the row key)
         row = self._c.execute(
-            f"SELECT {_NODE_COLS} FROM tether_nodes WHERE k >> 32 = ? AND rkey = ?"
-            " ORDER BY k DESC LIMIT 1",
+            f"SELECT {_NODE_COLS} FROM tether_nodes WHERE k = {_HEAD.format(sid='?', key='?')}",
             (sid, key),
         ).fetchone()
         return None if row is None else self._node(namespace, scope, row)

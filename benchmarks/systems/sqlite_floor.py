@@ -2,9 +2,9 @@
 per turn. Nothing can store a turn durably on SQLite much faster than this.
 
 It checkpoints its WAL every 100 pages, as tether's SQLite store does at
-durability="full" (``tether.store.sqlite._WAL_AUTOCHECKPOINT``): SQLite's default of 1,000 makes the first
-few hundred commits of every process slower (the WAL file grows at each), so with the
-default the floor would be slowed by a setting, not by its work."""
+durability="full" (``tether.store.sqlite._WAL_AUTOCHECKPOINT``): SQLite's default of
+1,000 makes the first few hundred commits of every process slower (the WAL file grows
+at each), so with the default the floor would be slowed by a setting, not its work."""
 
 from __future__ import annotations
 

@@ -3,8 +3,9 @@
 Python's trace callback expands every report to its statement's SQL, and SQLite also
 reports each trigger program a statement runs (a file before tether's schema 3 had
 ``tether_nodes_head``, once per inserted resource row), so such a statement comes
-through again, identical, right after itself. No workload here runs one statement twice in a row (every insert carries new
-keys or ids), so a repeat in a row is a trigger's report.
+through again, identical, right after itself. No workload here runs one statement
+twice in a row (every insert carries new keys or ids), so a repeat in a row is a
+trigger's report.
 """
 
 from __future__ import annotations

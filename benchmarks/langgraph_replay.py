@@ -20,6 +20,17 @@ is split out, per statement.
 turn (round-robin, as ``make bench``'s phase B drives them): every figure is then per
 turn over all threads.
 
+Each replay also splits every saver's time into what no TetherSaver could skip and
+the rest (``bound_lines``): LangGraph's serializer (``dumps_typed``/``loads_typed``,
+which both savers call on what LangGraph hands them), SQLite (each statement's
+``execute`` on the store's cursor; for SqliteSaver every call on its connection's
+cursors: ``execute``, ``executemany``, the fetches and ``commit``) and, for
+TetherSaver, the identity rule (RFC 8785 JSON and SHA-256 of every node it builds,
+``tether.core.graph.canonical_payload`` and ``_identity``). When TetherSaver's three
+alone take longer than SqliteSaver's whole turn, no saver built on this store's rows
+can match SqliteSaver however little else it does. The timers add a call's
+overhead to each: a few microseconds a turn.
+
 ``--wal`` adds one more replay of each saver with SQLite's automatic WAL checkpoints
 off (``wal_autocheckpoint=0``): its time per turn beside the best one says what the
 checkpoints (copying each changed page back into the database file) cost each saver,
@@ -32,6 +43,7 @@ Prints a table; ``--json PATH`` writes the figures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import shutil
@@ -41,6 +53,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +64,11 @@ sys.path.insert(0, str(BENCH.parent / "src"))
 from floor_gap import page_objects, wal_frames  # noqa: E402
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 from systems import _langgraph as lg  # noqa: E402
+from verdict import langgraph_bound  # noqa: E402
 from workload import turn_messages  # noqa: E402
 
 from tether.adapters.langgraph import TetherSaver  # noqa: E402
+from tether.core import graph  # noqa: E402
 
 METHODS = ("get_tuple", "put", "put_writes")
 Call = tuple[str, tuple[Any, ...], dict[str, Any]]
@@ -95,10 +110,96 @@ class _TimedCursor(sqlite3.Cursor):
             self.spent.setdefault(" ".join(sql.split()[:4]), []).append(time.perf_counter() - t)
 
 
-def _saver(kind: str, folder: Path, n: int) -> Any:
+class _Clock:
+    """Seconds spent in the calls wrapped with ``timed``."""
+
+    def __init__(self) -> None:
+        self.s = 0.0
+
+    def timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*a: Any, **k: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                self.s += time.perf_counter() - t
+
+        return call
+
+
+class _TimedSerde:
+    """A saver's serializer, its ``dumps_typed`` and ``loads_typed`` timed."""
+
+    def __init__(self, inner: Any, clock: _Clock) -> None:
+        self._inner = inner
+        self.dumps_typed = clock.timed(inner.dumps_typed)
+        self.loads_typed = clock.timed(inner.loads_typed)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _SqliteClockCursor(sqlite3.Cursor):
+    """SqliteSaver's cursors: every call that steps SQLite, timed on ``clock``."""
+
+    clock: _Clock
+
+    def execute(self, *a: Any) -> Any:  # type: ignore[override]
+        return self.clock.timed(super().execute)(*a)
+
+    def executemany(self, *a: Any) -> Any:  # type: ignore[override]
+        return self.clock.timed(super().executemany)(*a)
+
+    def fetchone(self) -> Any:
+        return self.clock.timed(super().fetchone)()
+
+    def fetchall(self) -> Any:
+        return self.clock.timed(super().fetchall)()
+
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> Any:
+        return self.clock.timed(super().__next__)()
+
+
+class _SqliteClockConnection(sqlite3.Connection):
+    """SqliteSaver's connection: its cursors and its commits timed on ``clock``."""
+
+    clock: _Clock
+
+    def cursor(self, factory: Any = None) -> Any:  # type: ignore[override]
+        cur = super().cursor(_SqliteClockCursor)
+        cur.clock = self.clock
+        return cur
+
+    def commit(self) -> None:
+        self.clock.timed(super().commit)()
+
+
+@contextlib.contextmanager
+def _timed_identity(clock: _Clock) -> Iterator[None]:
+    """The identity rule (canonical JSON, SHA-256) of every node built meanwhile, timed:
+    ``make_node`` and ``node_id`` call both through the module's globals."""
+    saved = graph.canonical_payload, graph._identity
+    graph.canonical_payload = clock.timed(saved[0])  # type: ignore[assignment]
+    graph._identity = clock.timed(saved[1])  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        graph.canonical_payload, graph._identity = saved
+
+
+def _saver(kind: str, folder: Path, n: int, sql: _Clock | None = None) -> Any:
     if kind == "tether":
         return TetherSaver.from_url(f"sqlite:///{folder / f't{n}.db'}?durability=normal")
-    conn = sqlite3.connect(folder / f"s{n}.db", check_same_thread=False)
+    if sql is None:
+        conn = sqlite3.connect(folder / f"s{n}.db", check_same_thread=False)
+    else:
+        conn = sqlite3.connect(
+            folder / f"s{n}.db", check_same_thread=False, factory=_SqliteClockConnection
+        )
+        conn.clock = sql  # type: ignore[attr-defined]
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     return SqliteSaver(conn)
@@ -114,7 +215,9 @@ def replay(
 ) -> dict[str, Any]:
     """One replay of ``calls`` on a fresh saver; ``wal``: with automatic checkpoints
     off, and the pages of every commit counted from the WAL file ("wal" in the result)."""
-    saver = _saver(kind, folder, n)
+    sqlite_sql, serde, hashing = _Clock(), _Clock(), _Clock()
+    saver = _saver(kind, folder, n, sqlite_sql)
+    saver.serde = _TimedSerde(saver.serde, serde)
     if wal:  # the WAL from here on holds the replay's commits, and only them
         conn = _conn(kind, saver)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -127,10 +230,11 @@ def replay(
         store._cur = cur
     args = [(m, copy.deepcopy(a), copy.deepcopy(k)) for m, a, k in calls]  # not timed
     per: dict[str, float] = dict.fromkeys(METHODS, 0.0)
-    for method, a, k in args:
-        t = time.perf_counter()
-        getattr(saver, method)(*a, **k)
-        per[method] += time.perf_counter() - t
+    with _timed_identity(hashing) if kind == "tether" else contextlib.nullcontext():
+        for method, a, k in args:
+            t = time.perf_counter()
+            getattr(saver, method)(*a, **k)
+            per[method] += time.perf_counter() - t
     pages = _wal_pages(folder / f"{'t' if kind == 'tether' else 's'}{n}.db") if wal else None
     if kind == "tether":
         saver.close()
@@ -140,6 +244,9 @@ def replay(
         "methods_s": per,
         "sql_s": {k: sum(v) for k, v in spent.items()},
         "sql_calls": {k: len(v) for k, v in spent.items()},
+        "serde_s": serde.s,
+        "sqlite_sql_s": sqlite_sql.s,  # SqliteSaver's (TetherSaver's are in sql_s)
+        "identity_s": hashing.s,  # TetherSaver's
     }
     if pages is not None:
         out["wal"] = pages
@@ -179,7 +286,12 @@ def measure(turns: int, repeats: int, threads: int = 1, *, wal: bool = False) ->
         walled = (
             {kind: replay(kind, calls, folder, repeats, wal=True) for kind in runs} if wal else {}
         )
-    out: dict[str, Any] = {"turns": turns, "threads": threads, "calls": len(calls)}
+    out: dict[str, Any] = {
+        "turns": turns,
+        "threads": threads,
+        "repeats": repeats,
+        "calls": len(calls),
+    }
     n = turns * threads  # turns in all
     for kind, rs in runs.items():
         best = min(rs, key=lambda r: sum(r["methods_s"].values()))
@@ -189,7 +301,12 @@ def measure(turns: int, repeats: int, threads: int = 1, *, wal: bool = False) ->
             / n
             * 1e3,
             "by_method_ms_per_turn": {m: v / n * 1e3 for m, v in best["methods_s"].items()},
+            "serde_ms_per_turn": best["serde_s"] / n * 1e3,
         }
+        if kind == "sqlite":
+            out[kind]["sql_ms_per_turn"] = best["sqlite_sql_s"] / n * 1e3
+        else:
+            out[kind]["identity_ms_per_turn"] = best["identity_s"] / n * 1e3
         if kind in walled:
             w = walled[kind]
             out[kind]["no_checkpoint_ms_per_turn"] = sum(w["methods_s"].values()) / n * 1e3
@@ -250,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     results = [measure(int(t), a.repeats, a.threads, wal=a.wal) for t in a.turns.split(",") if t]
     print("\n".join(table(results)))
+    for line in langgraph_bound(results):
+        print(line)
     for line in wal_lines(results):
         print(line)
     for r in results:

@@ -534,6 +534,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=None,
         help="also run benchmarks/floor_gap.py [on when tether_sqlite and sqlite_floor run]",
     )
+    p.add_argument(
+        "--langgraph-replay",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run benchmarks/langgraph_replay.py [on when langgraph_sqlite and "
+        "langgraph_tether_sqlite run]",
+    )
     p.add_argument("--setup-peers", action="store_true", help="build the peers venv and exit")
     p.add_argument("--keep-data", action="store_true", help="keep the stores in out/work")
     p.add_argument(
@@ -551,9 +558,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     args.load_runs = max(1, args.load_runs or (1 if q else 5))
     if args.agent_turn is None:
         args.agent_turn = args.systems == ",".join(ALL)
+    chosen = {n.strip() for n in args.systems.split(",")}
     if args.floor_gap is None:
-        chosen = {n.strip() for n in args.systems.split(",")}
         args.floor_gap = {"tether_sqlite", "sqlite_floor"} <= chosen
+    if args.langgraph_replay is None:
+        args.langgraph_replay = {"langgraph_sqlite", "langgraph_tether_sqlite"} <= chosen
     if args.turns < 10:
         p.error("--turns must be at least 10")
     return args
@@ -619,6 +628,15 @@ def main(argv: list[str] | None = None) -> int:
             gap = {"error": str(e)[-800:]}
             log(f"  floor gap: error: {e}")
 
+    replays: list[dict[str, Any]] | dict[str, Any] | None = None
+    if args.langgraph_replay:
+        log("langgraph replay (benchmarks/langgraph_replay.py) ...")
+        try:
+            replays = langgraph_replays(out_dir, quick=args.quick)
+        except (RuntimeError, subprocess.SubprocessError, OSError, ValueError) as e:
+            replays = {"error": str(e)[-800:]}
+            log(f"  langgraph replay: error: {e}")
+
     pg = next(
         (
             s["write"]["versions"].get("postgres")
@@ -652,6 +670,8 @@ def main(argv: list[str] | None = None) -> int:
         results["agent_turn"] = turn
     if gap is not None:
         results["floor_gap"] = gap
+    if replays is not None:
+        results["langgraph_replay"] = replays
     rj = out_dir / "results.json"
     rj.write_text(json.dumps(results, indent=1))
     update = args.update_readme
@@ -661,6 +681,33 @@ def main(argv: list[str] | None = None) -> int:
     report(results, rj, peers_py, update=update)
     log(f"done in {results['meta']['elapsed_s']:.0f} s")
     return 0
+
+
+# (turns, threads) of each replay: (A)'s first turns (short threads, 20 of them for a
+# sample of 1,200 calls), and (B) as make bench runs it (200 threads x 20 turns).
+REPLAYS = ((10, 20), (20, 200))
+QUICK_REPLAYS = ((3, 2),)
+
+
+def langgraph_replays(out_dir: Path, *, quick: bool) -> list[dict[str, Any]]:
+    """``benchmarks/langgraph_replay.py`` at each of ``REPLAYS``, each in its own
+    process (the best of 3 replays; quick: one small replay)."""
+    out: list[dict[str, Any]] = []
+    for turns, threads in QUICK_REPLAYS if quick else REPLAYS:
+        path = out_dir / f"langgraph_replay_{turns}x{threads}.json"
+        subprocess.run(
+            [
+                sys.executable,
+                str(BENCH / "langgraph_replay.py"),
+                *("--turns", str(turns), "--threads", str(threads)),
+                *("--repeats", "1" if quick else "3", "--json", str(path)),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        out.extend(json.loads(path.read_text()))
+    return out
 
 
 def report(results: dict[str, Any], rj: Path, peers_py: Path | None, *, update: bool) -> None:

@@ -85,10 +85,10 @@ def findings(results: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _why(key: str, t: dict[str, Any], p: dict[str, Any], turns: int) -> str:
+def _why(key: str, t: dict[str, Any], p: dict[str, Any], turns: int, replayed: bool = False) -> str:
     backend = t.get("backend")
     if t["system"] in PAIRS:
-        return _why_pair(key, t, p)
+        return _why_pair(key, t, p, replayed)
     if key == "bytes":
         return _why_bytes(t, p, turns)
     if key == "C":
@@ -114,7 +114,7 @@ def _why(key: str, t: dict[str, Any], p: dict[str, Any], turns: int) -> str:
     )
 
 
-def _why_pair(key: str, t: dict[str, Any], p: dict[str, Any]) -> str:
+def _why_pair(key: str, t: dict[str, Any], p: dict[str, Any], replayed: bool = False) -> str:
     if key == "C":
         return (
             "a fresh process reads the checkpoint, the list's tree (each leaf carries its "
@@ -129,10 +129,56 @@ def _why_pair(key: str, t: dict[str, Any], p: dict[str, Any]) -> str:
         "channels; on top, each tether put plans the list's new elements and tree nodes "
         "and hashes each node (SHA-256 of RFC 8785 JSON), and its one INSERT writes the "
         "node table and its id and resource-key indexes, about 9 WAL pages a commit "
-        "against SqliteSaver's 5 over 200 threads (benchmarks/langgraph_replay.py --wal): "
-        "measured in one thread (replaying a run's calls), the saver's own Python is most "
-        "of the difference"
+        "against SqliteSaver's 5 over 200 threads (benchmarks/langgraph_replay.py --wal)"
+        + (
+            "; the replay of this run's calls below splits both savers' turns"
+            if replayed
+            else ": measured in one thread (replaying a run's calls), the saver's own Python "
+            "is most of the difference"
+        )
     )
+
+
+def langgraph_bound(replays: Any) -> list[str]:
+    """Markdown lines from ``benchmarks/langgraph_replay.py`` results (a list of its
+    ``measure`` results): each saver's turn split into LangGraph's serializer, SQLite
+    and the rest, and whether what TetherSaver cannot skip already exceeds SqliteSaver's
+    whole turn. None, an error or an empty list: no lines."""
+    if not isinstance(replays, list) or not replays:
+        return []
+    lines = [
+        "- **What TetherSaver cannot skip, against SqliteSaver's whole turn** "
+        "(`benchmarks/langgraph_replay.py` in this run: the checkpointer calls of the "
+        "bench's graph recorded, then replayed one after the other on one thread on a "
+        "fresh saver of each kind, SQLite in WAL mode at synchronous=NORMAL, the best of "
+        f"{replays[0].get('repeats', '?')} replays). Both savers run LangGraph's serializer "
+        "on what LangGraph hands them (storing what it would see is what makes a put "
+        "exact); TetherSaver then writes the rows of this store (SQLite: its statements "
+        "on the store's cursor, a lower bound) and hashes every node it builds (RFC 8785 "
+        "JSON and SHA-256, the identity rule). When those three alone take longer than "
+        "SqliteSaver's whole turn, no saver on this store can tie it, however little else "
+        "it does:",
+    ]
+    for r in replays:
+        t, s = r["tether"], r["sqlite"]
+        serde, sql, ident = (
+            t["serde_ms_per_turn"],
+            t["sql_ms_per_turn"],
+            t["identity_ms_per_turn"],
+        )
+        floor = serde + sql + ident
+        total = s["ms_per_turn"]
+        s_rest = total - s["serde_ms_per_turn"] - s["sql_ms_per_turn"]
+        lines.append(
+            f"  - {r['turns']} turns on each of {r['threads']} threads, ms a turn: TetherSaver "
+            f"{t['ms_per_turn']:.2f} (serializer {serde:.2f}, SQLite {sql:.2f}, identity "
+            f"hashing {ident:.2f}, the rest {t['ms_per_turn'] - floor:.2f}); SqliteSaver "
+            f"{total:.2f} (serializer {s['serde_ms_per_turn']:.2f}, SQLite "
+            f"{s['sql_ms_per_turn']:.2f}, the rest {s_rest:.2f}). TetherSaver's serializer, "
+            f"SQLite and hashing alone: {floor:.2f}, {floor / total:.2f}x SqliteSaver's "
+            f"whole turn ({'over' if floor > total else 'under'} it)"
+        )
+    return lines
 
 
 def _why_bytes(t: dict[str, Any], p: dict[str, Any], turns: int) -> str:
@@ -340,6 +386,7 @@ def section(results: dict[str, Any]) -> list[str]:
     """Markdown lines: the findings grouped by tether system and peer, then the floor."""
     turns = results["meta"]["workload"]["turns"]
     found = findings(results)
+    bound = langgraph_bound(results.get("langgraph_replay"))
     lines: list[str] = []
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for f in found:
@@ -356,7 +403,8 @@ def section(results: dict[str, Any]) -> list[str]:
                 continue
             seen.add(kind)
             lines.append(
-                f"  - {f['label'].split(' at ')[0]}: {_why(f['key'], f['tether'], f['peer'], turns)}."
+                f"  - {f['label'].split(' at ')[0]}: "
+                f"{_why(f['key'], f['tether'], f['peer'], turns, bool(bound))}."
             )
     usable = [s for s in results["systems"] if _usable(s)]
     behind = {f["tether"]["label"] for f in found}
@@ -373,6 +421,7 @@ def section(results: dict[str, Any]) -> list[str]:
             )
         else:
             lines.append(f"- **{t['label']}** has no peer on its backend in this run.")
+    lines += bound
     lines += floor_gap(results)
     return lines
 

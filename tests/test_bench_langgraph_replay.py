@@ -29,6 +29,52 @@ def test_a_replay_runs_every_recorded_call_on_both_savers() -> None:
     assert 0 < r["tether"]["sql_ms_per_turn"] < r["tether"]["ms_per_turn"]
     lines = bench.table([r])
     assert lines[0].startswith("| turns | threads |") and lines[2].startswith("| 3 | 1 |")
+    # Each saver's turn split: LangGraph's serializer on both (a put serializes the
+    # changed channels, get_tuple decodes them), SQLite on both, and TetherSaver's
+    # identity hashing, each a part of the whole turn
+    t, s = r["tether"], r["sqlite"]
+    assert r["repeats"] == 1
+    assert t["serde_ms_per_turn"] > 0 and s["serde_ms_per_turn"] > 0
+    assert s["sql_ms_per_turn"] > 0 and t["identity_ms_per_turn"] > 0
+    parts = t["serde_ms_per_turn"] + t["sql_ms_per_turn"] + t["identity_ms_per_turn"]
+    assert parts < t["ms_per_turn"]
+    assert s["serde_ms_per_turn"] + s["sql_ms_per_turn"] < s["ms_per_turn"]
+    # the identity rule's functions are put back after the replay
+    from tether.core import graph
+
+    assert graph.canonical_payload.__name__ == "canonical_payload"
+    assert graph._identity.__name__ == "_identity"
+
+
+def test_a_replay_times_the_serializer_and_the_hashing_it_is_handed() -> None:
+    """The serializer's clock counts the calls of the saver's serde, the identity clock
+    the calls of the identity rule: checked against counts, not timings."""
+    bench = load_bench("langgraph_replay")
+    clock = bench._Clock()
+    calls: list[str] = []
+
+    class Serde:
+        def dumps_typed(self, v: object) -> tuple[str, bytes]:
+            calls.append("dumps")
+            return ("json", b"1")
+
+        def loads_typed(self, v: object) -> int:
+            calls.append("loads")
+            return 1
+
+        other = "kept"
+
+    timed = bench._TimedSerde(Serde(), clock)
+    assert timed.dumps_typed(1) == ("json", b"1") and timed.loads_typed(("json", b"1")) == 1
+    assert timed.other == "kept" and calls == ["dumps", "loads"] and clock.s > 0
+
+    from tether.core import graph
+
+    hashing = bench._Clock()
+    with bench._timed_identity(hashing):
+        nid = graph.node_id("goal", [], {"text": "hi"})
+    assert hashing.s > 0
+    assert nid == graph.node_id("goal", [], {"text": "hi"})  # the same identity, untimed
 
 
 def test_a_replay_of_many_threads_counts_per_turn_over_every_thread() -> None:

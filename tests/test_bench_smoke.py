@@ -152,6 +152,69 @@ def test_verdict_compares_tether_inside_langgraph_with_langgraphs_own_saver_only
     text = "\n".join(verdict.section(results))
     assert "both commit 5 times a turn" in text  # the pair's own reason, not the store's
     assert "TETHER_SQLITE** is ahead of every peer on its backend (LANGGRAPH_SQLITE)" in text
+    assert "cannot skip" not in text and "replay of this run's calls below" not in text
+
+
+def _replay(turns: int, threads: int, t: tuple[float, ...], s: tuple[float, ...]) -> dict:
+    """A langgraph_replay.measure result: t = (total, serde, sql, identity), s = (total,
+    serde, sql)."""
+    return {
+        "turns": turns,
+        "threads": threads,
+        "repeats": 3,
+        "tether": {
+            "ms_per_turn": t[0],
+            "serde_ms_per_turn": t[1],
+            "sql_ms_per_turn": t[2],
+            "identity_ms_per_turn": t[3],
+        },
+        "sqlite": {"ms_per_turn": s[0], "serde_ms_per_turn": s[1], "sql_ms_per_turn": s[2]},
+    }
+
+
+def test_verdict_states_what_tethersaver_cannot_skip_against_sqlitesavers_whole_turn() -> None:
+    verdict = load_bench("verdict")
+    results = {
+        "meta": {"workload": {"turns": 100}},
+        "systems": [
+            _system("langgraph_sqlite", "peers", "sqlite", a=5.0, b=300, c=8.0, by=90_000),
+            _system("langgraph_tether_sqlite", "peers", "sqlite", a=6.0, b=200, c=7.0, by=9000),
+        ],
+        "langgraph_replay": [
+            # serializer + SQLite + hashing = 0.2 + 0.35 + 0.1 = 0.65 > 0.6: over
+            _replay(10, 20, (1.7, 0.2, 0.35, 0.1), (0.6, 0.2, 0.3)),
+            # 0.3 + 0.3 + 0.1 = 0.7 < 1.0: under
+            _replay(20, 200, (1.9, 0.3, 0.3, 0.1), (1.0, 0.35, 0.33)),
+        ],
+    }
+    text = "\n".join(verdict.section(results))
+    assert "What TetherSaver cannot skip" in text and "the best of 3 replays" in text
+    assert (
+        "10 turns on each of 20 threads, ms a turn: TetherSaver 1.70 (serializer 0.20, "
+        "SQLite 0.35, identity hashing 0.10, the rest 1.05); SqliteSaver 0.60 (serializer "
+        "0.20, SQLite 0.30, the rest 0.10). TetherSaver's serializer, SQLite and hashing "
+        "alone: 0.65, 1.08x SqliteSaver's whole turn (over it)"
+    ) in text
+    assert "alone: 0.70, 0.70x SqliteSaver's whole turn (under it)" in text
+    # the pair's reason points at the replay instead of restating it
+    assert "the replay of this run's calls below splits both savers' turns" in text
+    assert "the saver's own Python is most of the difference" not in text
+    for broken in (None, {"error": "boom"}, []):
+        results["langgraph_replay"] = broken
+        assert "cannot skip" not in "\n".join(verdict.section(results))
+
+
+def test_the_langgraph_replay_runs_with_the_langgraph_pair_and_writes_its_figures(
+    run: ModuleType, tmp_path: Path
+) -> None:
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    assert run.parse(["--systems", "langgraph_sqlite,langgraph_tether_sqlite"]).langgraph_replay
+    assert not run.parse(["--systems", "langgraph_sqlite"]).langgraph_replay
+    assert not run.parse(["--systems", "tether_sqlite", "--no-langgraph-replay"]).langgraph_replay
+    (r,) = run.langgraph_replays(tmp_path, quick=True)
+    assert (r["turns"], r["threads"], r["repeats"]) == (3, 2, 1)
+    assert r["tether"]["identity_ms_per_turn"] > 0 and r["sqlite"]["sql_ms_per_turn"] > 0
+    assert (tmp_path / "langgraph_replay_3x2.json").exists()
 
 
 def test_render_reprints_a_saved_run_without_touching_the_readme(

@@ -31,6 +31,13 @@ alone take longer than SqliteSaver's whole turn, no saver built on this store's 
 can match SqliteSaver however little else it does. The timers add a call's
 overhead to each: a few microseconds a turn.
 
+``--cold N`` measures a cold read instead: a thread of N turns written through the
+bench's graph on each saver, then, in a fresh process per read (``--cold-runs``, the
+median counts), one ``get_tuple`` of its latest checkpoint (what ``graph.get_state``
+reads, as ``make bench``'s phase C does), split the same way: LangGraph's serializer,
+SQLite (every statement and fetch, TetherSaver's reads included) and, for
+TetherSaver, parsing its rows' JSON payloads (``cold_bound``).
+
 ``--wal`` adds one more replay of each saver with SQLite's automatic WAL checkpoints
 off (``wal_autocheckpoint=0``): its time per turn beside the best one says what the
 checkpoints (copying each changed page back into the database file) cost each saver,
@@ -49,6 +56,7 @@ import json
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -61,14 +69,16 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "src"))
 
+import orjson  # noqa: E402
 from floor_gap import page_objects, wal_frames  # noqa: E402
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 from systems import _langgraph as lg  # noqa: E402
-from verdict import langgraph_bound  # noqa: E402
+from verdict import cold_bound, langgraph_bound  # noqa: E402
 from workload import turn_messages  # noqa: E402
 
 from tether.adapters.langgraph import TetherSaver  # noqa: E402
 from tether.core import graph  # noqa: E402
+from tether.store import sqlite as sqlite_store  # noqa: E402
 
 METHODS = ("get_tuple", "put", "put_writes")
 Call = tuple[str, tuple[Any, ...], dict[str, Any]]
@@ -190,7 +200,53 @@ def _timed_identity(clock: _Clock) -> Iterator[None]:
         graph.canonical_payload, graph._identity = saved
 
 
-def _saver(kind: str, folder: Path, n: int, sql: _Clock | None = None) -> Any:
+class _ClockRows:
+    """A cursor that ``_ClockConnection.execute`` returned: its fetches timed."""
+
+    def __init__(self, cur: sqlite3.Cursor, clock: _Clock) -> None:
+        self._cur, self._clock = cur, clock
+
+    def fetchall(self) -> Any:
+        return self._clock.timed(self._cur.fetchall)()
+
+    def fetchone(self) -> Any:
+        return self._clock.timed(self._cur.fetchone)()
+
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> Any:
+        return self._clock.timed(self._cur.__next__)()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cur, name)
+
+
+class _ClockConnection:
+    """TetherSaver's store connection for a cold read: every ``execute`` and the fetches
+    of its cursor timed (the store reads through ``Connection.execute``)."""
+
+    def __init__(self, conn: sqlite3.Connection, clock: _Clock) -> None:
+        self._conn, self._clock = conn, clock
+
+    def execute(self, *a: Any) -> _ClockRows:
+        return _ClockRows(self._clock.timed(self._conn.execute)(*a), self._clock)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+class _ClockJson:
+    """``orjson`` as the SQLite store sees it, ``loads`` timed (its rows' payloads)."""
+
+    def __init__(self, clock: _Clock) -> None:
+        self.loads = clock.timed(orjson.loads)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(orjson, name)
+
+
+def _saver(kind: str, folder: Path, n: int | str, sql: _Clock | None = None) -> Any:
     if kind == "tether":
         return TetherSaver.from_url(f"sqlite:///{folder / f't{n}.db'}?durability=normal")
     if sql is None:
@@ -320,6 +376,77 @@ def measure(turns: int, repeats: int, threads: int = 1, *, wal: bool = False) ->
     return out
 
 
+def cold_read(kind: str, folder: Path) -> dict[str, float]:
+    """In this (fresh) process: open the saver of ``kind`` on the thread ``cold``
+    wrote, compile the bench's graph on it, and time one ``get_tuple`` of the latest
+    checkpoint, split (ms)."""
+    sql, serde, parse = _Clock(), _Clock(), _Clock()
+    saver = _saver(kind, folder, "cold", sql)
+    saver.serde = _TimedSerde(saver.serde, serde)
+    # As phase C: the graph compiled before the read (what that imports and builds is
+    # not the read's; without it, SqliteSaver's first messages paid for it)
+    graph = lg.build(saver)
+    restore = contextlib.ExitStack()
+    if kind == "tether":
+        store = saver.store
+        cur = store._conn.cursor(_SqliteClockCursor)  # the store's own statements
+        cur.clock = sql
+        store._cur = cur
+        store._conn = _ClockConnection(store._conn, sql)
+        saved = sqlite_store.orjson
+        sqlite_store.orjson = _ClockJson(parse)  # type: ignore[assignment]
+        restore.callback(setattr, sqlite_store, "orjson", saved)
+    with restore:
+        t = time.perf_counter()
+        got = graph.checkpointer.get_tuple(lg.config("t0"))
+        total = time.perf_counter() - t
+    messages = len(got.checkpoint["channel_values"]["messages"]) if got else 0
+    if kind == "tether":
+        saver.store._conn = saver.store._conn._conn
+        saver.close()
+    else:
+        saver.conn.close()
+    return {
+        "ms": total * 1e3,
+        "serde_ms": serde.s * 1e3,
+        "sql_ms": sql.s * 1e3,
+        "json_ms": parse.s * 1e3,
+        "messages": messages,
+    }
+
+
+def cold(turns: int, runs: int) -> dict[str, Any]:
+    """A thread of ``turns`` turns of the bench's graph on each saver (SQLite, WAL,
+    synchronous=NORMAL), then ``runs`` cold reads of each, alternating, each in a
+    fresh process: the median of each figure."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for kind in ("tether", "sqlite"):
+            saver = _saver(kind, folder, "cold")
+            graph = lg.build(saver)
+            for i in range(turns):
+                user, assistant = turn_messages("cold", i)
+                graph.invoke(lg.turn_input(user, assistant), lg.config("t0"), durability="sync")
+            if kind == "tether":
+                saver.close()
+            else:
+                saver.conn.close()
+        reads: dict[str, list[dict[str, float]]] = {"tether": [], "sqlite": []}
+        for _ in range(runs):
+            for kind in reads:
+                r = subprocess.run(
+                    [sys.executable, __file__, "--cold-read", kind, str(folder)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
+                reads[kind].append(json.loads(r.stdout.strip().splitlines()[-1]))
+    out: dict[str, Any] = {"turns": turns, "runs": runs}
+    for kind, rs in reads.items():
+        out[kind] = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+    return out
+
+
 def table(results: list[dict[str, Any]]) -> list[str]:
     lines = [
         "| turns | threads | TetherSaver ms/turn | of which SQLite | SqliteSaver ms/turn | ratio |",
@@ -364,7 +491,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--wal", action="store_true", help="also replay without WAL checkpoints; count pages"
     )
+    p.add_argument("--cold", type=int, default=0, help="instead: cold reads of a thread of N turns")
+    p.add_argument("--cold-runs", type=int, default=5, help="fresh processes per saver [5]")
+    p.add_argument("--cold-read", nargs=2, metavar=("KIND", "FOLDER"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.cold_read:  # the fresh process of one cold read: its figures on stdout
+        print(json.dumps(cold_read(a.cold_read[0], Path(a.cold_read[1]))))
+        return 0
+    if a.cold:
+        c = cold(a.cold, a.cold_runs)
+        for line in cold_bound(c):
+            print(line)
+        if a.json:
+            Path(a.json).write_text(json.dumps(c, indent=2))
+        return 0
     results = [measure(int(t), a.repeats, a.threads, wal=a.wal) for t in a.turns.split(",") if t]
     print("\n".join(table(results)))
     for line in langgraph_bound(results):

@@ -629,6 +629,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"  floor gap: error: {e}")
 
     replays: list[dict[str, Any]] | dict[str, Any] | None = None
+    cold: dict[str, Any] | None = None
     if args.langgraph_replay:
         log("langgraph replay (benchmarks/langgraph_replay.py) ...")
         try:
@@ -636,6 +637,11 @@ def main(argv: list[str] | None = None) -> int:
         except (RuntimeError, subprocess.SubprocessError, OSError, ValueError) as e:
             replays = {"error": str(e)[-800:]}
             log(f"  langgraph replay: error: {e}")
+        try:
+            cold = langgraph_cold(out_dir, quick=args.quick, turns=args.turns)
+        except (RuntimeError, subprocess.SubprocessError, OSError, ValueError) as e:
+            cold = {"error": str(e)[-800:]}
+            log(f"  langgraph cold read: error: {e}")
 
     pg = next(
         (
@@ -672,6 +678,8 @@ def main(argv: list[str] | None = None) -> int:
         results["floor_gap"] = gap
     if replays is not None:
         results["langgraph_replay"] = replays
+    if cold is not None:
+        results["langgraph_cold"] = cold
     rj = out_dir / "results.json"
     rj.write_text(json.dumps(results, indent=1))
     update = args.update_readme
@@ -708,6 +716,25 @@ def langgraph_replays(out_dir: Path, *, quick: bool) -> list[dict[str, Any]]:
         )
         out.extend(json.loads(path.read_text()))
     return out
+
+
+def langgraph_cold(out_dir: Path, *, quick: bool, turns: int) -> dict[str, Any]:
+    """``benchmarks/langgraph_replay.py --cold``: a thread as long as (A)'s, read cold
+    in fresh processes (5 each; quick: 20 turns, one each)."""
+    path = out_dir / "langgraph_cold.json"
+    subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "langgraph_replay.py"),
+            *("--cold", str(20 if quick else turns), "--cold-runs", "1" if quick else "5"),
+            *("--json", str(path)),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    cold: dict[str, Any] = json.loads(path.read_text())
+    return cold
 
 
 def report(results: dict[str, Any], rj: Path, peers_py: Path | None, *, update: bool) -> None:

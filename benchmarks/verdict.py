@@ -181,6 +181,33 @@ def langgraph_bound(replays: Any) -> list[str]:
     return lines
 
 
+def cold_bound(cold: Any) -> list[str]:
+    """Markdown lines from ``langgraph_replay.py --cold`` (``cold``): one ``get_tuple``
+    of a long thread's latest checkpoint in a fresh process, each saver's split into
+    LangGraph's serializer, SQLite and the rest, and whether TetherSaver's serializer,
+    SQLite and JSON parsing alone exceed SqliteSaver's whole read. None or an error: no
+    lines."""
+    if not isinstance(cold, dict) or "tether" not in cold or "sqlite" not in cold:
+        return []
+    t, s = cold["tether"], cold["sqlite"]
+    floor = t["serde_ms"] + t["sql_ms"] + t["json_ms"]
+    rest = t["ms"] - floor
+    s_rest = s["ms"] - s["serde_ms"] - s["sql_ms"]
+    return [
+        f"- **The cold read, split the same way** (`benchmarks/langgraph_replay.py --cold "
+        f"{cold['turns']}` in this run: a {cold['turns']:,}-turn thread, then one "
+        f"`get_tuple` of its latest checkpoint in a fresh process, the median of "
+        f"{cold['runs']} processes each): TetherSaver {t['ms']:.2f} ms (serializer "
+        f"{t['serde_ms']:.2f}, SQLite {t['sql_ms']:.2f}, parsing its rows' JSON "
+        f"{t['json_ms']:.2f}, the rest {rest:.2f}), SqliteSaver {s['ms']:.2f} (serializer "
+        f"{s['serde_ms']:.2f}, SQLite {s['sql_ms']:.2f}, the rest {s_rest:.2f}), "
+        f"{t['messages']:,.0f} messages each. TetherSaver's serializer, SQLite and JSON "
+        f"parsing alone: {floor:.2f} ms, {floor / s['ms']:.2f}x SqliteSaver's whole read "
+        f"({'over' if floor > s['ms'] else 'under'} it): SqliteSaver reads one blob, this "
+        "store's rows hold JSON"
+    ]
+
+
 def _why_bytes(t: dict[str, Any], p: dict[str, Any], turns: int) -> str:
     tb = (t.get("write") or {}).get("bytes_by_object") or {}
     pb = (p.get("write") or {}).get("bytes_by_object") or {}
@@ -387,6 +414,7 @@ def section(results: dict[str, Any]) -> list[str]:
     turns = results["meta"]["workload"]["turns"]
     found = findings(results)
     bound = langgraph_bound(results.get("langgraph_replay"))
+    bound += cold_bound(results.get("langgraph_cold"))
     lines: list[str] = []
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for f in found:

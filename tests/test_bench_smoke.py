@@ -202,6 +202,23 @@ def test_verdict_states_what_tethersaver_cannot_skip_against_sqlitesavers_whole_
     for broken in (None, {"error": "boom"}, []):
         results["langgraph_replay"] = broken
         assert "cannot skip" not in "\n".join(verdict.section(results))
+    results["langgraph_cold"] = {
+        "turns": 1000,
+        "runs": 5,
+        "tether": {"ms": 23.0, "serde_ms": 18.0, "sql_ms": 2.0, "json_ms": 1.5, "messages": 2000},
+        "sqlite": {"ms": 19.0, "serde_ms": 17.5, "sql_ms": 1.25, "json_ms": 0.0, "messages": 2000},
+    }
+    text = "\n".join(verdict.section(results))
+    assert (
+        "TetherSaver 23.00 ms (serializer 18.00, SQLite 2.00, parsing its rows' JSON 1.50, "
+        "the rest 1.50), SqliteSaver 19.00 (serializer 17.50, SQLite 1.25, the rest 0.25), "
+        "2,000 messages each. TetherSaver's serializer, SQLite and JSON parsing alone: "
+        "21.50 ms, 1.13x SqliteSaver's whole read (over it)"
+    ) in text
+    results["langgraph_cold"]["sqlite"]["ms"] = 25.0
+    assert "0.86x SqliteSaver's whole read (under it)" in "\n".join(verdict.section(results))
+    results["langgraph_cold"] = {"error": "boom"}
+    assert "The cold read" not in "\n".join(verdict.section(results))
 
 
 def test_the_langgraph_replay_runs_with_the_langgraph_pair_and_writes_its_figures(
@@ -215,6 +232,15 @@ def test_the_langgraph_replay_runs_with_the_langgraph_pair_and_writes_its_figure
     assert (r["turns"], r["threads"], r["repeats"]) == (3, 2, 1)
     assert r["tether"]["identity_ms_per_turn"] > 0 and r["sqlite"]["sql_ms_per_turn"] > 0
     assert (tmp_path / "langgraph_replay_3x2.json").exists()
+    # the cold read: a 20-turn thread read back whole by each saver in a fresh process,
+    # each part of the read timed
+    c = run.langgraph_cold(tmp_path, quick=True, turns=1000)
+    assert (c["turns"], c["runs"]) == (20, 1)
+    for kind in ("tether", "sqlite"):
+        assert c[kind]["messages"] == 40
+        assert c[kind]["serde_ms"] > 0 and c[kind]["sql_ms"] > 0
+        assert c[kind]["serde_ms"] + c[kind]["sql_ms"] < c[kind]["ms"]
+    assert c["tether"]["json_ms"] > 0 and c["sqlite"]["json_ms"] == 0
 
 
 def test_render_reprints_a_saved_run_without_touching_the_readme(

@@ -697,43 +697,38 @@ REPLAYS = ((10, 20), (20, 200))
 QUICK_REPLAYS = ((3, 2),)
 
 
+def _replay_script(path: Path, *args: str) -> Any:
+    """Run ``benchmarks/langgraph_replay.py`` with ``args`` in its own process; what it
+    wrote to ``path`` (``--json``)."""
+    subprocess.run(
+        [sys.executable, str(BENCH / "langgraph_replay.py"), *args, "--json", str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(path.read_text())
+
+
 def langgraph_replays(out_dir: Path, *, quick: bool) -> list[dict[str, Any]]:
     """``benchmarks/langgraph_replay.py`` at each of ``REPLAYS``, each in its own
     process (the best of 3 replays; quick: one small replay)."""
     out: list[dict[str, Any]] = []
     for turns, threads in QUICK_REPLAYS if quick else REPLAYS:
-        path = out_dir / f"langgraph_replay_{turns}x{threads}.json"
-        subprocess.run(
-            [
-                sys.executable,
-                str(BENCH / "langgraph_replay.py"),
-                *("--turns", str(turns), "--threads", str(threads)),
-                *("--repeats", "1" if quick else "3", "--json", str(path)),
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
+        out += _replay_script(
+            out_dir / f"langgraph_replay_{turns}x{threads}.json",
+            *("--turns", str(turns), "--threads", str(threads)),
+            *("--repeats", "1" if quick else "3"),
         )
-        out.extend(json.loads(path.read_text()))
     return out
 
 
 def langgraph_cold(out_dir: Path, *, quick: bool, turns: int) -> dict[str, Any]:
     """``benchmarks/langgraph_replay.py --cold``: a thread as long as (A)'s, read cold
     in fresh processes (5 each; quick: 20 turns, one each)."""
-    path = out_dir / "langgraph_cold.json"
-    subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "langgraph_replay.py"),
-            *("--cold", str(20 if quick else turns), "--cold-runs", "1" if quick else "5"),
-            *("--json", str(path)),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
+    cold: dict[str, Any] = _replay_script(
+        out_dir / "langgraph_cold.json",
+        *("--cold", str(20 if quick else turns), "--cold-runs", "1" if quick else "5"),
     )
-    cold: dict[str, Any] = json.loads(path.read_text())
     return cold
 
 

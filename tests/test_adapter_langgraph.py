@@ -534,6 +534,60 @@ async def test_a_nested_in_place_mutation_is_stored() -> None:
     assert got[0].additional_kwargs == {"k": [1, 2]}
 
 
+async def test_tool_arguments_edited_in_place_after_a_put_never_break_a_later_put() -> None:
+    """A message's readable fields are the saver's own copy: a node that edits a tool
+    call's arguments in place after the put (LangGraph hands nodes its state objects)
+    changes neither that put nor a later put of the original message, in any thread.
+    (Was: the saver's planned node for those bytes held the caller's dict, so the later
+    put failed with "planned node ... was computed as ..." and stored nothing.)"""
+    saver = TetherSaver(MemoryStore())
+    call = {"id": "c1", "name": "search", "args": {"query": "old", "n": [1, 2.5]}}
+    msg = AIMessage("", id="a1", tool_calls=[call], usage_metadata=None)
+    original = AIMessage(
+        "", id="a1", tool_calls=[{**call, "args": {"query": "old", "n": [1, 2.5]}}]
+    )
+    await _put_messages(saver, [HumanMessage("hi", id="h1"), msg], 0)
+    msg.tool_calls[0]["args"]["query"] = "new"
+    msg.tool_calls[0]["args"]["n"].append(3)
+    other = generate_config("other")
+    cp = generate_checkpoint(
+        channel_values={"messages": [HumanMessage("hi", id="h1"), original]},
+        channel_versions={"messages": 1},
+    )
+    cfg = await saver.aput(other, cp, generate_metadata(step=0), {"messages": 1})
+    got = await _stored_messages(saver, cfg)
+    assert got[1].tool_calls[0]["args"] == {"query": "old", "n": [1, 2.5]}
+    assert isinstance(got[1].tool_calls[0]["args"]["n"][1], float)
+    # the readable projection holds the original arguments, types kept
+    nodes = await saver.store.nodes(saver.namespace, "thread:other")
+    (inference,) = [n for n in nodes if n.kind == "inference"]
+    assert inference.payload["tool_calls"][0]["arguments"] == {"query": "old", "n": [1, 2.5]}
+
+
+async def test_a_put_stores_what_it_was_given_when_the_caller_edits_the_last_checkpoint() -> None:
+    """The saver computes a put's unchanged channels from the checkpoint it put last:
+    that checkpoint is its own copy. A caller that edits the dicts it put (a version,
+    here) and then puts a checkpoint naming that channel's new version without listing
+    it in new_versions still gets the value it gave stored, as SqliteSaver stores it.
+    (Was: the saver's last checkpoint shared the caller's channel_versions, saw the new
+    version as the one it had stored, and carried the old value.)"""
+    saver = TetherSaver(MemoryStore())
+    config = generate_config("carry")
+    first = generate_checkpoint(
+        channel_values={"a": "a1", "b": "b1"}, channel_versions={"a": 1, "b": 1}
+    )
+    cfg1 = await saver.aput(config, first, generate_metadata(step=0), {"a": 1, "b": 1})
+    first["channel_versions"]["b"] = 2  # the caller's dict, edited after the put
+    second = generate_checkpoint(
+        channel_values={"a": "a2", "b": "b2"}, channel_versions={"a": 2, "b": 2}
+    )
+    cfg2 = await saver.aput(cfg1, second, generate_metadata(step=1), {"a": 2})
+    got = await saver.aget_tuple(cfg2)
+    assert got is not None and got.checkpoint["channel_values"] == {"a": "a2", "b": "b2"}
+    prev = await saver.aget_tuple(cfg1)
+    assert prev is not None and prev.checkpoint["channel_versions"] == {"a": 1, "b": 1}
+
+
 def _tool_graph(saver: BaseCheckpointSaver[Any]) -> Any:
     def agent(state: MessagesState) -> dict[str, Any]:
         call = {"id": "call-1", "name": "search", "args": {"query": "old"}}
@@ -1028,7 +1082,6 @@ async def test_a_langgraph_thread_reads_as_a_conversation(tmp_path: Path) -> Non
     assert conv.item_count == 8
 
 
-
 def _idless_graph(saver: BaseCheckpointSaver[Any], state: Any = MessagesState) -> Any:
     """A node that answers with a message without an id, as hand-written nodes do:
     ``add_messages`` gives it (and the id-less input) an id in the channel."""
@@ -1074,9 +1127,7 @@ async def _draft_steps(saver: TetherSaver, thread: str, *, listed: bool) -> Runn
     c2 = empty_checkpoint()
     v2 = saver.get_next_version(v1, None)
     c2["channel_versions"] = {"messages": v2}
-    c2["channel_values"] = {
-        "messages": [HumanMessage("hi", id="h1"), AIMessage("reply", id="a1")]
-    }
+    c2["channel_values"] = {"messages": [HumanMessage("hi", id="h1"), AIMessage("reply", id="a1")]}
     await saver.aput(cfg1, c2, {"source": "loop", "step": 0}, {"messages": v2})
     return cfg1
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 import base64
 from typing import Any, Protocol
 
+import orjson
+
 from ..core.canonical import CanonicalError, canonical_json
 from ._values import is_json_scalar, is_plain_json
 
@@ -36,9 +38,13 @@ class Serde(Protocol):
 
 
 def pack(serde: Serde, value: Any) -> dict[str, Any]:
-    """A payload-safe form of any value: JSON when exact, else the serializer's bytes."""
+    """A payload-safe form of any value: JSON when exact, else the serializer's bytes.
+
+    The JSON form is a copy (``_own``): a payload outlives the call in the saver's
+    caches, and the caller may edit its dicts after the put.
+    """
     if is_plain_json(value):
-        return {"j": value}
+        return {"j": _own(value)}
     t, b = serde.dumps_typed(value)
     return {"s": t, "b": base64.b64encode(b).decode("ascii")}
 
@@ -102,12 +108,23 @@ def _text(content: Any) -> str:
     return ""
 
 
+def _own(v: Any) -> Any:
+    """A copy of a JSON value, equal in type and value (exact for what ``canonical_json``
+    or ``is_plain_json`` accepts: exact str, int, float, bool, None, lists and dicts with
+    str keys). A payload built from the caller's objects must not share them: the saver
+    keeps payloads (a message's planned node, the last checkpoint) for later puts, and
+    LangGraph's nodes edit the state they are given in place, so a shared dict would
+    change under its node's id."""
+    return orjson.loads(orjson.dumps(v))
+
+
 def _json_or_none(v: Any) -> Any:
+    """A copy of ``v`` if it is a JSON value (``_own``), else None."""
     try:
         canonical_json(v)
     except (CanonicalError, TypeError, ValueError):
         return None
-    return v
+    return _own(v)
 
 
 def message_fields(value: Any, llm: str, *, draft: bool = False) -> tuple[str, dict[str, Any]]:

@@ -48,7 +48,7 @@ from langgraph.checkpoint.conformance.test_utils import (
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from conftest import drop_pg_schema
-from tether import InvalidRequest
+from tether import InvalidNode, InvalidRequest
 from tether.adapters._lg_codec import array_header, join_array, split_items
 from tether.adapters._lg_values import ValueCodec
 from tether.adapters._values import FANOUT, TreeBuilder
@@ -586,6 +586,21 @@ async def test_a_put_stores_what_it_was_given_when_the_caller_edits_the_last_che
     assert got is not None and got.checkpoint["channel_values"] == {"a": "a2", "b": "b2"}
     prev = await saver.aget_tuple(cfg1)
     assert prev is not None and prev.checkpoint["channel_versions"] == {"a": 1, "b": 1}
+
+
+async def test_metadata_json_cannot_hold_is_a_typed_error_and_writes_nothing() -> None:
+    """A lone surrogate in a checkpoint's metadata: LangGraph's serializer would write it
+    as "?", so the put refuses it with the identity rule's typed error, and the thread
+    holds nothing."""
+    saver = TetherSaver(MemoryStore())
+    cp = generate_checkpoint(channel_values={"a": "x"}, channel_versions={"a": 1})
+    md = generate_metadata(step=0)
+    md["note"] = "bad \ud800 text"  # type: ignore[typeddict-unknown-key]
+    with pytest.raises(InvalidNode) as e:
+        await saver.aput(generate_config("bad"), cp, md, {"a": 1})
+    assert e.value.code == "shape"
+    assert await saver.aget_tuple(generate_config("bad")) is None
+    assert (await saver.store.head(saver.namespace, "thread:bad")).sequence == 0
 
 
 def _tool_graph(saver: BaseCheckpointSaver[Any]) -> Any:

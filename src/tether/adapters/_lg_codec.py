@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import orjson
 
 from ..core.canonical import CanonicalError, canonical_json
+from ..core.graph import canonical_payload
 from ._values import is_json_scalar, is_plain_json
 
 
@@ -114,8 +115,14 @@ def _own(v: Any) -> Any:
     str keys). A payload built from the caller's objects must not share them: the saver
     keeps payloads (a message's planned node, the last checkpoint) for later puts, and
     LangGraph's nodes edit the state they are given in place, so a shared dict would
-    change under its node's id."""
-    return orjson.loads(orjson.dumps(v))
+    change under its node's id. A string orjson cannot write (a lone surrogate) is the
+    identity rule's typed error, as an uncopied payload's was, never the serializer's
+    lossy bytes."""
+    try:
+        return orjson.loads(orjson.dumps(v))
+    except TypeError:
+        canonical_payload(v)  # raises InvalidNode (code "shape") for what orjson refused
+        raise
 
 
 def _json_or_none(v: Any) -> Any:

@@ -21,8 +21,9 @@ turn (round-robin, as ``make bench``'s phase B drives them): every figure is the
 turn over all threads.
 
 Each replay also splits every saver's time into what no TetherSaver could skip and
-the rest (``bound_lines``): LangGraph's serializer (``dumps_typed``/``loads_typed``,
-which both savers call on what LangGraph hands them), SQLite (each statement's
+the rest (``verdict.langgraph_bound``, also under ``make bench``'s table): LangGraph's
+serializer (``dumps_typed``/``loads_typed``, which both savers call on what LangGraph
+hands them), SQLite (each statement's
 ``execute`` on the store's cursor; for SqliteSaver every call on its connection's
 cursors: ``execute``, ``executemany``, the fetches and ``commit``) and, for
 TetherSaver, the identity rule (RFC 8785 JSON and SHA-256 of every node it builds,
@@ -200,37 +201,21 @@ def _timed_identity(clock: _Clock) -> Iterator[None]:
         graph.canonical_payload, graph._identity = saved
 
 
-class _ClockRows:
-    """A cursor that ``_ClockConnection.execute`` returned: its fetches timed."""
-
-    def __init__(self, cur: sqlite3.Cursor, clock: _Clock) -> None:
-        self._cur, self._clock = cur, clock
-
-    def fetchall(self) -> Any:
-        return self._clock.timed(self._cur.fetchall)()
-
-    def fetchone(self) -> Any:
-        return self._clock.timed(self._cur.fetchone)()
-
-    def __iter__(self) -> Any:
-        return self
-
-    def __next__(self) -> Any:
-        return self._clock.timed(self._cur.__next__)()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cur, name)
-
-
 class _ClockConnection:
-    """TetherSaver's store connection for a cold read: every ``execute`` and the fetches
-    of its cursor timed (the store reads through ``Connection.execute``)."""
+    """TetherSaver's store connection for a cold read: every statement it runs through
+    ``execute`` (how the store reads) on a ``_SqliteClockCursor``, so its fetches are
+    timed too."""
 
     def __init__(self, conn: sqlite3.Connection, clock: _Clock) -> None:
         self._conn, self._clock = conn, clock
 
-    def execute(self, *a: Any) -> _ClockRows:
-        return _ClockRows(self._clock.timed(self._conn.execute)(*a), self._clock)
+    def cursor(self) -> _SqliteClockCursor:
+        cur = self._conn.cursor(_SqliteClockCursor)
+        cur.clock = self._clock
+        return cur
+
+    def execute(self, *a: Any) -> _SqliteClockCursor:
+        return self.cursor().execute(*a)  # what Connection.execute does
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
@@ -389,10 +374,8 @@ def cold_read(kind: str, folder: Path) -> dict[str, float]:
     restore = contextlib.ExitStack()
     if kind == "tether":
         store = saver.store
-        cur = store._conn.cursor(_SqliteClockCursor)  # the store's own statements
-        cur.clock = sql
-        store._cur = cur
         store._conn = _ClockConnection(store._conn, sql)
+        store._cur = store._conn.cursor()  # the store's own statements
         saved = sqlite_store.orjson
         sqlite_store.orjson = _ClockJson(parse)  # type: ignore[assignment]
         restore.callback(setattr, sqlite_store, "orjson", saved)
@@ -402,7 +385,6 @@ def cold_read(kind: str, folder: Path) -> dict[str, float]:
         total = time.perf_counter() - t
     messages = len(got.checkpoint["channel_values"]["messages"]) if got else 0
     if kind == "tether":
-        saver.store._conn = saver.store._conn._conn
         saver.close()
     else:
         saver.conn.close()

@@ -133,14 +133,21 @@ def test_verdict_names_every_figure_where_tether_is_behind_a_peer_on_its_backend
     )
 
 
+def _langgraph_pair() -> list[dict]:
+    """SqliteSaver and TetherSaver, TetherSaver behind at (A) only."""
+    return [
+        _system("langgraph_sqlite", "peers", "sqlite", a=5.0, b=200, c=8.0, by=90_000),
+        _system("langgraph_tether_sqlite", "peers", "sqlite", a=6.0, b=250, c=7.0, by=9000),
+    ]
+
+
 def test_verdict_compares_tether_inside_langgraph_with_langgraphs_own_saver_only() -> None:
     verdict = load_bench("verdict")
     results = {
         "meta": {"workload": {"turns": 100}},
         "systems": [
             _system("tether_sqlite", "tether", "sqlite", a=0.3, b=3000, c=1.0, by=700),
-            _system("langgraph_sqlite", "peers", "sqlite", a=5.0, b=200, c=8.0, by=90_000),
-            _system("langgraph_tether_sqlite", "peers", "sqlite", a=6.0, b=250, c=7.0, by=9000),
+            *_langgraph_pair(),
         ],
     }
     found = verdict.findings(results)
@@ -176,10 +183,7 @@ def test_verdict_states_what_tethersaver_cannot_skip_against_sqlitesavers_whole_
     verdict = load_bench("verdict")
     results = {
         "meta": {"workload": {"turns": 100}},
-        "systems": [
-            _system("langgraph_sqlite", "peers", "sqlite", a=5.0, b=300, c=8.0, by=90_000),
-            _system("langgraph_tether_sqlite", "peers", "sqlite", a=6.0, b=200, c=7.0, by=9000),
-        ],
+        "systems": _langgraph_pair(),
         "langgraph_replay": [
             # serializer + SQLite + hashing = 0.2 + 0.35 + 0.1 = 0.65 > 0.6: over
             _replay(10, 20, (1.7, 0.2, 0.35, 0.1), (0.6, 0.2, 0.3)),

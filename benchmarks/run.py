@@ -52,6 +52,7 @@ import agent_turn  # noqa: E402
 import floor_gap  # noqa: E402
 from precompile import compile_tether  # noqa: E402
 from systems import ALL, REGISTRY  # noqa: E402
+from systems.base import POSTGRES_URL  # noqa: E402
 from verdict import agent_turn as agent_turn_verdict  # noqa: E402
 from verdict import section as verdict  # noqa: E402
 
@@ -541,6 +542,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="also run benchmarks/langgraph_replay.py [on when langgraph_sqlite and "
         "langgraph_tether_sqlite run]",
     )
+    p.add_argument(
+        "--http",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run benchmarks/http_service.py (tether serve against its parts) "
+        "[on for the default systems]",
+    )
     p.add_argument("--setup-peers", action="store_true", help="build the peers venv and exit")
     p.add_argument("--keep-data", action="store_true", help="keep the stores in out/work")
     p.add_argument(
@@ -558,6 +566,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     args.load_runs = max(1, args.load_runs or (1 if q else 5))
     if args.agent_turn is None:
         args.agent_turn = args.systems == ",".join(ALL)
+    if args.http is None:
+        args.http = args.systems == ",".join(ALL)
     chosen = {n.strip() for n in args.systems.split(",")}
     if args.floor_gap is None:
         args.floor_gap = {"tether_sqlite", "sqlite_floor"} <= chosen
@@ -687,8 +697,22 @@ def main(argv: list[str] | None = None) -> int:
         full = not args.quick and names == ALL and args.turns == 1000
         update = bool(os.environ.get("MAKELEVEL")) and full
     report(results, rj, peers_py, update=update)
+    if args.http:
+        http_service(out_dir, quick=args.quick, update=update)
     log(f"done in {results['meta']['elapsed_s']:.0f} s")
     return 0
+
+
+def http_service(out_dir: Path, *, quick: bool, update: bool) -> None:
+    """benchmarks/http_service.py in its own process (it starts servers of its own), with
+    PostgreSQL too; its table goes into its own README section."""
+    log("service path (benchmarks/http_service.py) ...")
+    argv = [sys.executable, str(BENCH / "http_service.py"), "--json", str(out_dir / "http.json")]
+    argv += ["--postgres", POSTGRES_URL]
+    argv += ["--quick"] if quick else []
+    argv += ["--update-readme"] if update else []
+    if subprocess.run(argv, check=False).returncode != 0:
+        log("  http_service.py failed (its output is above)")
 
 
 # (turns, threads) of each replay: (A)'s first turns (short threads, 20 of them for a

@@ -27,7 +27,7 @@ from ..core.graph import DEFAULT_LIMITS
 from ..crypto.errors import CipherError, KeyErased, MissingKey, WrongKey
 from ..models.errors import ModelError
 from .auth import Forbidden, Unauthorized
-from .limits import TooLarge
+from .limits import Overloaded, TooLarge
 
 __all__ = ["STATUS_CODES", "error_response", "json_response", "read_json", "status_for"]
 
@@ -42,6 +42,8 @@ STATUS_CODES: Final[dict[int, str]] = {
     "through describe and history, where it shows as erased.",
     413: "The request body (or a snapshot in it) is too large.",
     422: "The snapshot failed import validation (InvalidSnapshot): code and node named.",
+    503: "The server is overloaded (code overloaded; send again after Retry-After seconds), "
+    "or cannot use its store.",
 }
 
 
@@ -58,6 +60,8 @@ def status_for(err: TetherError) -> int:
         return 403
     if isinstance(err, TooLarge):
         return 413
+    if isinstance(err, Overloaded):
+        return 503
     if isinstance(err, InvalidSnapshot | InvalidNode):
         return 413 if err.code == "too_large" else 422
     if isinstance(err, NotFound):

@@ -18,15 +18,18 @@ shape) and keep-alive handling (``timeout_keep_alive``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 from typing import Any, Final
 
 import h11
 import orjson
+from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .limits import DEFAULT_HEADER_TIMEOUT
 
-__all__ = ["HeaderTimeoutH11"]
+__all__ = ["HeaderTimeoutH11", "ServeConfig"]
 
 _BAD_REQUEST: Final = orjson.dumps(
     {
@@ -39,13 +42,30 @@ _BAD_REQUEST: Final = orjson.dumps(
 )
 
 
+def _no_delay(transport: asyncio.BaseTransport) -> None:
+    """Nagle's algorithm off on a TCP connection: a response goes out whole at once.
+
+    asyncio does this itself only for connections accepted on a socket created with
+    ``IPPROTO_TCP``; a socket made with protocol 0 (``tether serve``'s before, and
+    gunicorn's) left it on, and each response on a kept-alive connection then waited
+    for the client's delayed ACK (~40 ms).
+    """
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):  # the peer may be gone already
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class HeaderTimeoutH11(H11Protocol):
     """uvicorn's h11 protocol, with a header-read timeout and JSON 400s."""
 
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(config, *args, **kwargs)
+        # `tether serve` passes its --header-timeout on the config (ServeConfig), which
+        # worker processes receive pickled; a plain uvicorn Config keeps the default.
+        self.header_timeout = getattr(config, "header_timeout", self.header_timeout)
         self._header_timer: asyncio.TimerHandle | None = None
 
     def _arm(self) -> None:
@@ -65,6 +85,7 @@ class HeaderTimeoutH11(H11Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
+        _no_delay(transport)
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -98,3 +119,18 @@ class HeaderTimeoutH11(H11Protocol):
             except h11.LocalProtocolError:
                 break
         self.transport.close()
+
+
+class ServeConfig(Config):
+    """uvicorn's Config with tether's header timeout, which HeaderTimeoutH11 reads.
+
+    A class of its own (not an attribute set on a Config): ``tether serve --workers N``
+    hands the config to each worker process pickled, and the class must be importable
+    there.
+    """
+
+    def __init__(
+        self, app: Any, *, header_timeout: float = DEFAULT_HEADER_TIMEOUT, **kw: Any
+    ) -> None:
+        super().__init__(app, **kw)
+        self.header_timeout = header_timeout

@@ -52,7 +52,18 @@ from . import routes_agent, routes_ns, routes_recall, routes_state, routes_tasks
 from ._deps import AgentFactory, Server, authenticated, need
 from ._http import error_response, json_response
 from .auth import AuthConfigError, Forbidden, Token, Tokens
-from .limits import DEFAULT_MAX_BODY, ASGIApp, BodyLimit, Message, Receive, Scope, Send
+from .limits import (
+    DEFAULT_MAX_BODY,
+    DEFAULT_MAX_INFLIGHT,
+    DEFAULT_QUEUE_TIMEOUT,
+    Admission,
+    ASGIApp,
+    BodyLimit,
+    Message,
+    Receive,
+    Scope,
+    Send,
+)
 from .metrics import CONTENT_TYPE, process_sink
 from .openapi import errors, install, ok
 
@@ -78,6 +89,8 @@ def create_app(
     inspector: bool = True,
     cipher: Any = "env",
     trace_url: str | None = None,
+    max_inflight: int = DEFAULT_MAX_INFLIGHT,
+    queue_timeout: float = DEFAULT_QUEUE_TIMEOUT,
 ) -> FastAPI:
     """The ASGI app serving ``store`` (a ``Store``, kept open, or a URL, opened and closed here).
 
@@ -91,7 +104,9 @@ def create_app(
     in ``$TETHER_MASTER_KEY`` (or ``_FILE``), if set (docs/encryption.md).
     ``trace_url``: where a trace is shown, with ``{trace_id}`` in it (e.g.
     ``http://localhost:16686/trace/{trace_id}`` for Jaeger): the inspector links each
-    run recorded while tracing to its trace (docs/telemetry.md).
+    run recorded while tracing to its trace (docs/telemetry.md). ``max_inflight``: API
+    requests served at once, the rest waiting in arrival order, each at most
+    ``queue_timeout`` seconds before a 503 with Retry-After (``limits.Admission``).
     """
     if trace_url is not None and (
         not isinstance(trace_url, str) or not _TRACE_URL.fullmatch(trace_url)
@@ -205,6 +220,7 @@ def create_app(
     install(app)
     # The last added runs first: the edge logs and heads every response, 413s included.
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(Admission, max_inflight=max_inflight, queue_timeout=queue_timeout)
     app.add_middleware(_Edge)
     return app
 

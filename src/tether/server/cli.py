@@ -11,19 +11,26 @@ URL actually served (so ``--port 0`` picks a free port and says which).
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 import socket
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import click
 
 from ..core.errors import InvalidRequest, TetherError
-from .limits import DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_BODY
+from .limits import (
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_KEEP_ALIVE,
+    DEFAULT_MAX_BODY,
+    DEFAULT_MAX_INFLIGHT,
+    DEFAULT_QUEUE_TIMEOUT,
+)
 
-__all__ = ["load_agent", "serve"]
+__all__ = ["listening_socket", "load_agent", "serve", "worker_app"]
 
 
 def load_agent(ref: str) -> Any:
@@ -49,6 +56,29 @@ def load_agent(ref: str) -> Any:
             field="agent",
         )
     return obj
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's listening socket, bound and listening.
+
+    Made as a TCP socket by name (``IPPROTO_TCP``, not protocol 0): asyncio turns
+    Nagle's algorithm off (TCP_NODELAY) on the connections it accepts only when the
+    listening socket says it is TCP, and with Nagle on, a kept-alive client's request
+    waits for its own delayed ACK, about 40 ms a request (``HeaderTimeoutH11`` sets
+    TCP_NODELAY on each connection as well, for sockets made elsewhere).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        # Listening before the URL is printed: a client that connects at once waits in
+        # the backlog until uvicorn accepts, instead of being refused.
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def server_tokens(tokens_file: str | None, env: Mapping[str, str]) -> Any:
@@ -92,6 +122,35 @@ def server_tokens(tokens_file: str | None, env: Mapping[str, str]) -> Any:
     type=click.FloatRange(0.1),
     help="Seconds a connection has to send its request line and headers (then closed).",
 )
+@click.option(
+    "--keep-alive",
+    default=DEFAULT_KEEP_ALIVE,
+    show_default=True,
+    type=click.FloatRange(0.1),
+    help="Seconds an idle kept-alive connection stays open (longer than clients' own).",
+)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Server processes sharing the listening socket, each with its own store "
+    "connection (SQLite in WAL mode, PostgreSQL, Redis: any backend).",
+)
+@click.option(
+    "--max-inflight",
+    default=DEFAULT_MAX_INFLIGHT,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Requests one process serves at once; more wait their turn, in arrival order.",
+)
+@click.option(
+    "--queue-timeout",
+    default=DEFAULT_QUEUE_TIMEOUT,
+    show_default=True,
+    type=click.FloatRange(0.0),
+    help="Seconds a request may wait for its turn; then 503 with Retry-After.",
+)
 @click.option("--no-inspector", is_flag=True, help="Serve the API only.")
 @click.option(
     "--trace-url",
@@ -115,6 +174,10 @@ def serve(
     agent_ref: str | None,
     max_body: int,
     header_timeout: float,
+    keep_alive: float,
+    workers: int,
+    max_inflight: int,
+    queue_timeout: float,
     no_inspector: bool,
     trace_url: str | None,
     log_level: str,
@@ -126,57 +189,102 @@ def serve(
     """
     import uvicorn
 
-    from ._protocol import HeaderTimeoutH11
-    from .app import create_app
+    from ._protocol import ServeConfig
 
     store_url = getattr(ctx.obj, "store_url", None) or "tether.db"
+    options = {
+        "store_url": store_url,
+        "tokens_file": tokens_file,
+        "agent_ref": agent_ref,
+        "max_body": max_body,
+        "inspector": not no_inspector,
+        "trace_url": trace_url or None,
+        "log_level": log_level,
+        "max_inflight": max_inflight,
+        "queue_timeout": queue_timeout,
+    }
     try:
-        app = create_app(
-            store_url,
-            tokens=server_tokens(tokens_file, os.environ),
-            agent=load_agent(agent_ref) if agent_ref else None,
-            max_body_bytes=max_body,
-            inspector=not no_inspector,
-            trace_url=trace_url or None,
-        )
+        # Built here for one process; with workers, built here only to refuse a bad
+        # configuration before a socket is bound (each worker builds its own).
+        app = _app(options)
     except TetherError as e:
         click.echo(f"error [{e.code}]: {e.message}", err=True)
         sys.exit(2)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
-        # Listening before the URL is printed: a client that connects at once waits in
-        # the backlog until uvicorn accepts, instead of being refused.
-        sock.listen(2048)
+        sock = listening_socket(host, port)
     except OSError as e:
-        sock.close()
         click.echo(f"error [bind]: cannot listen on {host}:{port}: {e.strerror}", err=True)
         sys.exit(1)
     bound = sock.getsockname()[1]
-    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
     click.echo(f"http://{shown}:{bound}/", nl=True)
     sys.stdout.flush()
     click.echo(
         f"tether serving {store_url} (inspector at /, OpenAPI at /openapi.json); "
         f"tokens: {', '.join(app.state.tether.tokens.names) or '-'}"
-        + ("; HS256 JWTs" if app.state.tether.tokens.jwt is not None else ""),
+        + ("; HS256 JWTs" if app.state.tether.tokens.jwt is not None else "")
+        + (f"; {workers} worker processes" if workers > 1 else ""),
         err=True,
     )
+    _server_log(log_level)
+    # uvicorn has no header-read timeout of its own, and answers requests it cannot
+    # parse in plain text: HeaderTimeoutH11 adds the first and tether's JSON shape.
+    # The keep-alive timeout is longer than clients' own (httpx keeps an idle
+    # connection 5 s): a server that closes first races the client's next request on
+    # that connection, which then fails mid-read.
+    common: dict[str, Any] = {
+        "log_level": log_level,
+        "lifespan": "on",
+        "http": "tether.server._protocol:HeaderTimeoutH11",
+        "timeout_keep_alive": keep_alive,
+        "header_timeout": header_timeout,
+    }
+    try:
+        if workers == 1:
+            uvicorn.Server(ServeConfig(app, **common)).run(sockets=[sock])
+        else:
+            from uvicorn.supervisors import Multiprocess
+
+            # Workers are started fresh (spawn): each imports the app factory, which
+            # reads these options from its environment and opens its own store.
+            os.environ[_WORKER_OPTIONS] = json.dumps(options)
+            config = ServeConfig(_WORKER_APP, factory=True, workers=workers, **common)
+            Multiprocess(config, sockets=[sock]).run()
+    finally:
+        sock.close()
+
+
+_WORKER_OPTIONS: Final = "TETHER_SERVE_WORKER_OPTIONS"
+_WORKER_APP: Final = "tether.server.cli:worker_app"
+
+
+def _app(options: Mapping[str, Any]) -> Any:
+    from .app import create_app
+
+    return create_app(
+        options["store_url"],
+        tokens=server_tokens(options["tokens_file"], os.environ),
+        agent=load_agent(options["agent_ref"]) if options["agent_ref"] else None,
+        max_body_bytes=options["max_body"],
+        inspector=options["inspector"],
+        trace_url=options["trace_url"],
+        max_inflight=options["max_inflight"],
+        queue_timeout=options["queue_timeout"],
+    )
+
+
+def worker_app() -> Any:
+    """The app of one ``tether serve --workers N`` process, from the options the
+    parent put in its environment."""
+    options = json.loads(os.environ[_WORKER_OPTIONS])
+    _server_log(options["log_level"])
+    return _app(options)
+
+
+def _server_log(level: str) -> None:
     server_log = logging.getLogger("tether.server")
-    server_log.setLevel(log_level.upper())
+    server_log.setLevel(level.upper())
     if not server_log.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         server_log.addHandler(handler)
-    # uvicorn has no header-read timeout of its own, and answers requests it cannot
-    # parse in plain text: HeaderTimeoutH11 adds the first and tether's JSON shape.
-    protocol = type("TetherH11", (HeaderTimeoutH11,), {"header_timeout": header_timeout})
-    config = uvicorn.Config(
-        app, log_level=log_level, lifespan="on", http=protocol, timeout_keep_alive=5
-    )
-    try:
-        uvicorn.Server(config).run(sockets=[sock])
-    finally:
-        sock.close()

@@ -263,6 +263,54 @@ async def test_create_app_answers_overload_with_tethers_error_shape(tmp_path: Pa
         await store.close()
 
 
+async def test_tethers_client_waits_out_an_overload_and_says_so_when_it_lasts(
+    tmp_path: Path,
+) -> None:
+    import tether
+
+    store = await open_store(f"sqlite:///{tmp_path / 'c.db'}")
+    try:
+        app = create_app(store, tokens=Tokens.single(TOKEN), max_inflight=1, queue_timeout=0)
+        transport = httpx.ASGITransport(app=app)
+        release = asyncio.Event()
+
+        async def slow_body() -> AsyncIterator[bytes]:
+            yield b'{"namespace": '
+            await release.wait()
+            yield b'"default"}'
+
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as raw:
+            held = asyncio.create_task(
+                raw.post("/state/describe", headers=AUTH, content=slow_body())
+            )
+            await _until(lambda: _inflight(app) == 1)
+            # No retries: the overload comes back as its own error, with its code.
+            async with tether.Client(
+                "http://t", TOKEN, transport=transport, overload_retries=0
+            ) as impatient:
+                with pytest.raises(tether.Overloaded) as caught:
+                    await impatient.whoami()
+            assert caught.value.code == "overloaded"
+            assert isinstance(caught.value, tether.StoreError)  # a 503, as before
+            # With retries: the client waits Retry-After (1 s) and sends it again.
+            async with tether.Client("http://t", TOKEN, transport=transport) as patient:
+                waiting = asyncio.create_task(patient.whoami())
+                await asyncio.sleep(0.3)
+                assert not waiting.done()
+                release.set()
+                assert (await held).status_code == 200
+                assert (await waiting)["name"] == "env"
+    finally:
+        await store.close()
+
+
+def test_client_refuses_a_negative_retry_count() -> None:
+    import tether
+
+    with pytest.raises(tether.InvalidRequest):
+        tether.Client("http://127.0.0.1:1", TOKEN, overload_retries=-1)
+
+
 def _inflight(app: Any) -> int:
     stack = app.middleware_stack
     while stack is not None and not isinstance(stack, Admission):
@@ -353,10 +401,26 @@ def test_a_kept_alive_connection_outlives_the_clients_idle_expiry(tmp_path: Path
         request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
         with socket.create_connection((host, int(port)), timeout=10) as conn:
             conn.sendall(request)
-            assert conn.recv(4096).startswith(b"HTTP/1.1 200")
+            assert _response(conn).startswith(b"HTTP/1.1 200")
             time.sleep(5.5)
             conn.sendall(request)
-            assert conn.recv(4096).startswith(b"HTTP/1.1 200")
+            assert _response(conn).startswith(b"HTTP/1.1 200")
+
+
+def _response(conn: socket.socket) -> bytes:
+    """One whole response (headers and its Content-Length of body) read off ``conn``."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(4096)
+        assert chunk, data
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = int(re.search(rb"content-length: (\d+)", head.lower()).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        chunk = conn.recv(4096)
+        assert chunk, data
+        body += chunk
+    return head + b"\r\n\r\n" + body
 
 
 def test_workers_refuse_a_bad_configuration_before_binding(tmp_path: Path) -> None:

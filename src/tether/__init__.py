@@ -17,6 +17,7 @@ from .core.errors import (
     InvalidRequest,
     InvalidSnapshot,
     NotFound,
+    Overloaded,
     StoreError,
     TetherError,
 )
@@ -133,6 +134,7 @@ __all__ = [
     "NodeType",
     "NotFound",
     "OpenAIModel",
+    "Overloaded",
     "PendingApproval",
     "RunError",
     "RunSuspendedError",

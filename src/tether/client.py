@@ -31,9 +31,11 @@ call to the client it is read from, typed for that client.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import inspect
+import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Concatenate, Final, Generic, ParamSpec, TypeVar, overload
@@ -62,6 +64,10 @@ T = TypeVar("T")
 Transport = TypeVar("Transport")
 P = ParamSpec("P")
 DEFAULT_TIMEOUT: Final = 60.0
+# A request refused as overloaded (503, nothing read or written) is sent again this many
+# times, each after the server's Retry-After (at most MAX_OVERLOAD_PAUSE seconds).
+DEFAULT_OVERLOAD_RETRIES: Final = 3
+MAX_OVERLOAD_PAUSE: Final = 30.0
 
 
 class ClientError(TetherError):
@@ -117,6 +123,24 @@ def error_from_response(status: int, body: Any) -> TetherError:
         )
         return err
     return ClientError(f"HTTP {status} without a tether error body", code="http", status=status)
+
+
+def _overload_pause(response: httpx.Response, attempt: int, retries: int) -> float | None:
+    """Seconds to wait before sending a request again that the server refused as
+    overloaded (nothing was read or written), or None: the answer stands."""
+    if response.status_code != 503 or attempt >= retries:
+        return None
+    try:
+        overloaded = orjson.loads(response.content).get("code") == "overloaded"
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    if not overloaded:
+        return None
+    try:
+        after = float(response.headers.get("retry-after", "1"))
+    except ValueError:
+        after = 1.0
+    return min(max(after, 0.0), MAX_OVERLOAD_PAUSE)
 
 
 @contextlib.contextmanager
@@ -310,10 +334,19 @@ class _Api(Generic[Transport]):
         namespace: str = DEFAULT_NAMESPACE,
         timeout: float = DEFAULT_TIMEOUT,
         transport: Transport | None = None,
+        overload_retries: int = DEFAULT_OVERLOAD_RETRIES,
     ) -> None:
         """``namespace``: the default of every call (each call may name another).
         ``transport``: an httpx transport in place of the network (``httpx.MockTransport``,
-        ``httpx.ASGITransport``)."""
+        ``httpx.ASGITransport``). ``overload_retries``: how many times a request the server
+        refused as overloaded (503, code ``overloaded``: nothing read or written) is sent
+        again after the server's ``Retry-After``; then ``tether.Overloaded`` is raised."""
+        if not isinstance(overload_retries, int) or overload_retries < 0:
+            raise InvalidRequest(
+                f"overload_retries is a non-negative integer, got {overload_retries!r}",
+                field="overload_retries",
+            )
+        self.overload_retries = overload_retries
         self.base_url, self.namespace = base_url.rstrip("/"), namespace
         self._http = self._connect(headers=_headers(token), timeout=timeout, transport=transport)
 
@@ -481,8 +514,13 @@ class Client(_Api[httpx.AsyncBaseTransport]):
 
     async def _call(self, build: Callable[..., _Req[T]], /, *args: Any, **kwargs: Any) -> T:
         req = build(self, *args, **kwargs)  # inside the coroutine: errors come on await
-        with _reaching(self.base_url):
-            response = await self._http.request(**req.http())
+        for attempt in range(self.overload_retries + 1):
+            with _reaching(self.base_url):
+                response = await self._http.request(**req.http())
+            pause = _overload_pause(response, attempt, self.overload_retries)
+            if pause is None:
+                break
+            await asyncio.sleep(pause)
         return req.read(response)
 
     async def close(self) -> None:
@@ -505,8 +543,13 @@ class SyncClient(_Api[httpx.BaseTransport]):
 
     def _call(self, build: Callable[..., _Req[T]], /, *args: Any, **kwargs: Any) -> T:
         req = build(self, *args, **kwargs)
-        with _reaching(self.base_url):
-            response = self._http.request(**req.http())
+        for attempt in range(self.overload_retries + 1):
+            with _reaching(self.base_url):
+                response = self._http.request(**req.http())
+            pause = _overload_pause(response, attempt, self.overload_retries)
+            if pause is None:
+                break
+            time.sleep(pause)
         return req.read(response)
 
     def close(self) -> None:

@@ -146,6 +146,14 @@ class StoreError(TetherError):
     default_code = "store"
 
 
+class Overloaded(StoreError):
+    """A server had more requests than it serves at once (HTTP 503 with ``Retry-After``,
+    code ``overloaded``). Nothing was read or written: the same request may be sent
+    again after the pause (``tether.Client`` does, a few times, by itself)."""
+
+    default_code = "overloaded"
+
+
 # The cipher's root and the erasure error live here, not in tether.crypto: every view
 # meets an erased payload, and views must not import the cipher.
 class CipherError(TetherError):

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import orjson
 
-from ..core.errors import InvalidRequest, TetherError
+from ..core.errors import InvalidRequest, Overloaded, TetherError
 
 __all__ = [
     "DEFAULT_HEADER_TIMEOUT",
@@ -64,13 +64,6 @@ class TooLarge(TetherError):
     """The request body is larger than the server accepts (HTTP 413). Nothing was read."""
 
     default_code = "too_large"
-
-
-class Overloaded(TetherError):
-    """The server has more requests than it serves at once (HTTP 503, ``Retry-After``).
-    Nothing was read or written: send the request again after the pause."""
-
-    default_code = "overloaded"
 
 
 def _too_large(limit: int) -> TooLarge:

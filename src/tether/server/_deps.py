@@ -194,12 +194,15 @@ class At:
         return json_response(result.to_dict())
 
 
-def _namespace_at(request: Request, namespace: NamespacePath) -> At:
+# Dependencies are coroutines, though they never wait: FastAPI runs a plain ``def``
+# dependency in a worker thread, a thread hop on every request (and, under load, a
+# wait for one of anyio's 40 threads).
+async def _namespace_at(request: Request, namespace: NamespacePath) -> At:
     # Names are checked before anything else sees them (no hidden characters).
     return At(server_of(request), check_name("namespace", namespace))
 
 
-def _thread_at(request: Request, namespace: NamespacePath, thread: ThreadPath) -> At:
+async def _thread_at(request: Request, namespace: NamespacePath, thread: ThreadPath) -> At:
     scopes.thread(thread)
     return At(server_of(request), check_name("namespace", namespace), thread)
 

@@ -12,8 +12,8 @@ Three measurements, each server in its own process (the client in this one):
   socket, its h11 protocol). The goal: tether's p50 <= 2x the bare app's + 0.5 ms.
 * **step**: ``POST /v1/ns/{ns}/threads/{t}/step`` over one kept-alive connection
   against ``Agent.step`` in this process, the same agent (``http_agent.py``: the demo
-  model, the whole buffer) on a SQLite file of its own. The goal: HTTP <= in-process
-  + 1.5 ms.
+  model, the whole buffer) on a SQLite file of its own, one turn of each in turn. The
+  goal: HTTP <= in-process + 1.5 ms.
 * **load**: ``--clients`` clients at once (each its own connection and thread),
   ``--steps`` steps each, on SQLite and (with ``--postgres``) PostgreSQL, with 1 and
   ``--workers`` server processes (``tether serve --workers N``): requests per second,
@@ -165,46 +165,42 @@ def keepalive(n: int, tmp: Path) -> dict[str, Any]:
     }
 
 
-def in_process_steps(n: int, db: Path) -> list[float]:
+def step(n: int, tmp: Path) -> dict[str, Any]:
+    """The same turn in-process and over HTTP, alternately (each on a thread of its own,
+    both threads growing alike), so both see the machine as it is at that moment."""
     from http_agent import agent
 
     import tether
 
-    async def go() -> list[float]:
-        store = await tether.open_store(f"sqlite:///{db}")
-        try:
-            a = agent(store, "bench")
-            times = []
-            for i in range(n + 5):
-                t0 = time.perf_counter()
-                await a.step(f"hello {i}", thread="t-in-process", user="u")
-                dt = (time.perf_counter() - t0) * 1000
-                if i >= 5:
-                    times.append(dt)
-            return times
-        finally:
-            await store.close()
-
-    return asyncio.run(go())
-
-
-def step(n: int, tmp: Path) -> dict[str, Any]:
-    inproc = in_process_steps(n, tmp / "inproc.db")
     with server(tether_serve(f"sqlite:///{tmp / 'step.db'}")) as url:
         step_url = url + "/v1/ns/bench/threads/t-http/step"
-        times = []
-        with httpx.Client(headers=HEADERS, timeout=30) as client:
-            for i in range(n + 5):
-                t0 = time.perf_counter()
-                r = client.post(step_url, json={"input": f"hello {i}", "user": "u"})
-                dt = (time.perf_counter() - t0) * 1000
-                r.raise_for_status()
-                if i >= 5:
-                    times.append(dt)
+
+        async def go() -> tuple[list[float], list[float]]:
+            store = await tether.open_store(f"sqlite:///{tmp / 'inproc.db'}")
+            inproc: list[float] = []
+            http: list[float] = []
+            try:
+                a = agent(store, "bench")
+                async with httpx.AsyncClient(headers=HEADERS, timeout=30) as client:
+                    for i in range(n + 5):
+                        t0 = time.perf_counter()
+                        await a.step(f"hello {i}", thread="t-in-process", user="u")
+                        t1 = time.perf_counter()
+                        r = await client.post(step_url, json={"input": f"hello {i}", "user": "u"})
+                        t2 = time.perf_counter()
+                        r.raise_for_status()
+                        if i >= 5:
+                            inproc.append((t1 - t0) * 1000)
+                            http.append((t2 - t1) * 1000)
+            finally:
+                await store.close()
+            return inproc, http
+
+        inproc, http = asyncio.run(go())
     return {
         "steps": n,
         "in_process_p50_ms": statistics.median(inproc),
-        "http_p50_ms": statistics.median(times),
+        "http_p50_ms": statistics.median(http),
     }
 
 

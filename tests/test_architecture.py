@@ -169,3 +169,30 @@ def test_no_backend_overrides_the_checked_store_methods() -> None:
         if name in vars(c)
     ]
     assert not bad, f"override the _do_* hook instead: {bad}"
+
+
+def test_the_store_modules_import_no_cycle() -> None:
+    """Within ``store``, no module imports (even inside a function) one that imports it
+    back: each room looks only down (``_sqlite_keys`` and ``_sqlite_vectors`` take
+    SQLite's retry loop from ``_sqlite_busy``, not from the store they sit beside)."""
+    store = SRC / "store"
+    graph = {
+        p.stem: {
+            m.split(".")[2]
+            for _, m in _imports(p)
+            if m.startswith("tether.store.") and m.split(".")[2] != p.stem
+        }
+        for p in store.glob("*.py")
+    }
+    cycles = []
+    for start in graph:
+        todo, seen = list(graph[start]), set()
+        while todo:
+            m = todo.pop()
+            if m == start:
+                cycles.append(start)
+                break
+            if m not in seen and m in graph:
+                seen.add(m)
+                todo += graph[m]
+    assert not cycles, f"store modules in an import cycle: {sorted(cycles)}"

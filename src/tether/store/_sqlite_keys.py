@@ -19,8 +19,8 @@ from typing import Any, Final, TypeVar
 
 from ..core.errors import StoreError
 from ..core.graph import now_iso
+from ._sqlite_busy import retry_busy
 from .keys import KeyStore, WrappedKey
-from .sqlite import retry_busy
 
 T = TypeVar("T")
 

@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 from typing import Final, TypeVar
 
 from ..core.errors import StoreError
-from .sqlite import retry_busy
+from ._sqlite_busy import retry_busy
 from .vectors import HeldVectors, Mark, VectorEntry, VectorHit, VectorTable, margin, rescore
 
 T = TypeVar("T")

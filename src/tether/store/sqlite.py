@@ -37,11 +37,9 @@ import asyncio
 import contextlib
 import functools
 import itertools
-import random
 import sqlite3
 import threading
-import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,6 +59,9 @@ from ._sql import (
     prefix_upper,
     unpack_ids,
 )
+from ._sqlite_busy import failed as _failed
+from ._sqlite_busy import is_busy as _is_busy
+from ._sqlite_busy import retry_busy
 from ._sqlite_schema import LATEST, MIGRATIONS
 from .base import (
     DuplicateNodes,
@@ -226,47 +227,6 @@ def _across_sql(
         " n.rkey, n.payload FROM h JOIN tether_nodes n ON n.k = h.hk"
     )
     return sql, params
-
-
-def _is_busy(e: sqlite3.Error) -> bool:
-    code = getattr(e, "sqlite_errorcode", None)
-    if isinstance(code, int):
-        return code & 0xFF in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED and their extended codes
-    msg = str(e).lower()
-    return "locked" in msg or "busy" in msg
-
-
-def _failed(e: sqlite3.Error, path: str, what: str = "SQLite") -> StoreError:
-    """The StoreError of a SQLite error that is not SQLITE_BUSY."""
-    return StoreError(f"{what} failed on {path!r}: {e}")
-
-
-async def retry_busy(
-    attempt: Callable[[], Awaitable[T]], *, path: str, busy_timeout: float, what: str = "SQLite"
-) -> T:
-    """``await attempt()``, retrying SQLITE_BUSY with a jittered backoff for up to
-    ``busy_timeout`` seconds (then ``StoreError(code="busy")``); any other SQLite error
-    is a ``StoreError``. The one retry loop of the SQLite store and its key table."""
-    deadline = 0.0
-    delay = 0.0002
-    while True:
-        try:
-            return await attempt()
-        except sqlite3.Error as e:
-            if not _is_busy(e):
-                raise _failed(e, path, what) from e
-            now = time.monotonic()
-            if not deadline:
-                deadline = now + busy_timeout
-            elif now >= deadline:
-                raise StoreError(
-                    f"{path!r} stayed locked by another connection for "
-                    f"{busy_timeout:g} s; raise busy_timeout or find the process "
-                    "holding a long write transaction",
-                    code="busy",
-                ) from e
-            await asyncio.sleep(delay * random.uniform(0.5, 1.5))
-            delay = min(delay * 2, 0.02)
 
 
 def parse_url(url: str) -> tuple[str, dict[str, str]]:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import tether
 from tether import InvalidRequest, StoreError, Transaction
-from tether.core.graph import now_iso
+from tether.core.graph import make_node, now_iso
 from tether.store import _sqlite_schema, open_store
 from tether.store import sqlite as sqlite_module
 from tether.store._sql import (
@@ -30,6 +30,7 @@ from tether.store._sql import (
     prefix_upper,
     unpack_ids,
 )
+from tether.store.base import ScopeWrite
 from tether.store.sqlite import SQLiteStore, parse_url
 
 
@@ -250,6 +251,80 @@ async def test_a_common_commit_is_one_statement(store: SQLiteStore) -> None:
     assert [n.id for n in await store.nodes("ns", "thread:t", after=head.sequence)] == [a.id, b.id]
     assert await store.resource_head("ns", "thread:t", "var:x") == b
     assert store._conn.in_transaction is False
+
+
+async def test_a_turn_reads_its_head_with_one_pragma_and_sees_every_other_writer(
+    tmp_path: Path,
+) -> None:
+    # A head this store read or left is kept while no other connection commits: the
+    # next turn's head read is PRAGMA data_version alone. A commit, reset or deletion
+    # by another store on the file (another connection, as another process would be)
+    # is seen at once, and a Transaction computed from the kept head never conflicts
+    # where one that read the head would not.
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    async with await open_store(url) as a, await open_store(url) as b:
+        assert isinstance(a, SQLiteStore) and a._conn is not None
+        await turn(a, 0)
+        seen: list[str] = []
+        a._conn.set_trace_callback(seen.append)
+        try:
+            kept = await a.head("ns", "thread:t")
+        finally:
+            a._conn.set_trace_callback(None)
+        assert seen == ["PRAGMA data_version"], seen
+        assert kept == await b.head("ns", "thread:t")
+        await turn(b, 1)  # another connection moves the head
+        moved = await a.head("ns", "thread:t")
+        assert moved.sequence == 4 and moved == await b.head("ns", "thread:t")
+        await turn(a, 2)  # no conflict: the head a computed against is the real one
+        assert (await b.head("ns", "thread:t")).sequence == 6
+        # a reset by the other store, then a write of a's computed at the old head
+        await b.reset_scope("ns", "thread:t")
+        assert await a.head("ns", "thread:t") == tether.Head(generation=1)
+        await turn(a, 3)
+        assert (await b.head("ns", "thread:t")) == (await a.head("ns", "thread:t"))
+        await b.delete_namespace("ns")
+        assert await a.head("ns", "thread:t") == tether.Head(generation=2)
+
+
+@given(
+    frontiers=st.lists(st.sampled_from(["last", "empty", "two", "first"]), min_size=1, max_size=6)
+)
+async def test_a_kept_head_is_the_head_a_read_returns(frontiers: list[str]) -> None:
+    # Whatever frontier a commit leaves (the last node, none, several, an older node),
+    # the head this store keeps after it is the one a fresh store reads from the file.
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        url = f"sqlite:///{d}/k.db"
+        async with await open_store(url) as a, await open_store(url) as fresh:
+            head = await a.head("ns", "thread:t")
+            for i, shape in enumerate(frontiers):
+                n1 = make_node("goal", {"i": i}, head.frontier, sequence=head.sequence + 1)
+                n2 = make_node("answer", {"i": i}, [], sequence=head.sequence + 2)
+                front = {
+                    "last": (n2.id,),
+                    "empty": (),
+                    "two": (n1.id, n2.id),
+                    "first": (n1.id,),
+                }[shape]
+                await a.commit(
+                    "ns",
+                    [
+                        ScopeWrite(
+                            scope="thread:t",
+                            expected_generation=head.generation,
+                            expected_sequence=head.sequence,
+                            nodes=(n1, n2),
+                            frontier=front,
+                        )
+                    ],
+                )
+                head = await a.head("ns", "thread:t")
+                assert isinstance(fresh, SQLiteStore)
+                fresh._heads.clear()
+                assert head == await fresh.head("ns", "thread:t")
+                assert head.frontier == front
 
 
 async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:

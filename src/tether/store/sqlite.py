@@ -285,6 +285,10 @@ class SQLiteStore(Store):
         self._memory_keys: MemoryKeyStore | None = None  # the key table of :memory:
         self._vectors: VectorTable | None = None  # the recall index, opened on first use
         self._sids: dict[tuple[str, str], int] = {}
+        # Heads this connection read or left, valid while no other connection has
+        # committed: SQLite's data_version (``_fresh_heads``) says when one has.
+        self._heads: dict[tuple[str, str], Head] = {}
+        self._data_version: int | None = None
         # One call (one transaction) at a time on the connection, whatever thread or
         # event loop it comes from.
         self._lock = threading.Lock()
@@ -549,6 +553,7 @@ class SQLiteStore(Store):
         frontier: tuple[str, ...],
     ) -> None:
         c = self._c
+        self._heads.pop((namespace, scope), None)
         c.execute("BEGIN IMMEDIATE")
         try:
             seq = 0
@@ -625,20 +630,36 @@ class SQLiteStore(Store):
                 frontier = pack(front)
             r = rows[-1]
             rows[-1] = (*r[:6], frontier, r[7])
-        return _Prepared(w.scope, w.expected_generation, w.expected_sequence, rows)
+        return _Prepared(w.scope, w.expected_generation, w.expected_sequence, rows, w.frontier)
 
     def _commit(self, namespace: str, prepared: list[_Prepared]) -> None:
-        if len(prepared) == 1 and self._commit_alone(namespace, prepared[0]):
-            return
-        q = self._q
-        q.execute("BEGIN IMMEDIATE")
+        heads = self._heads
         try:
-            for p in prepared:
-                self._commit_one(namespace, p)
-            q.execute("COMMIT")
+            if len(prepared) != 1 or not self._commit_alone(namespace, prepared[0]):
+                q = self._q
+                q.execute("BEGIN IMMEDIATE")
+                try:
+                    for p in prepared:
+                        self._commit_one(namespace, p)
+                    q.execute("COMMIT")
+                except BaseException:
+                    self._rollback()
+                    raise
         except BaseException:
-            self._rollback()
+            for p in prepared:  # a conflict: what was known of these scopes is stale
+                heads.pop((namespace, p.scope), None)
             raise
+        for p in prepared:
+            if p.rows:
+                self._keep_head(
+                    namespace,
+                    p.scope,
+                    Head(
+                        generation=p.generation,
+                        sequence=p.sequence + len(p.rows),
+                        frontier=p.frontier,
+                    ),
+                )
 
     def _commit_alone(self, namespace: str, p: _Prepared) -> bool:
         """The common commit (one scope this store has seen, that holds nodes, a few
@@ -729,6 +750,7 @@ class SQLiteStore(Store):
 
     def _reset(self, namespace: str, scope: str) -> int:
         c = self._c
+        self._heads.pop((namespace, scope), None)
         c.execute("BEGIN IMMEDIATE")
         try:
             sid = self._sid(namespace, scope)
@@ -765,6 +787,7 @@ class SQLiteStore(Store):
 
     def _delete_namespace(self, namespace: str) -> int:
         c = self._c
+        self._heads.clear()
         c.execute("BEGIN IMMEDIATE")
         try:
             rows = c.execute(
@@ -788,7 +811,34 @@ class SQLiteStore(Store):
     async def head(self, namespace: str, scope: str) -> Head:
         return await self._call(self._head, namespace, scope)
 
+    def _fresh_heads(self) -> dict[tuple[str, str], Head]:
+        """The heads this store knows, emptied if another connection has committed since
+        they were known. ``PRAGMA data_version`` changes when any other connection (of
+        any process) commits to the file, never for this connection's own commits, and
+        each of those updates or drops the heads it touches (``_commit``, ``_reset``,
+        ...). So a head kept here is the one a read would return: a turn's head read is
+        one PRAGMA instead of a SELECT, and the commit still checks it in its WHERE."""
+        dv = self._q.execute("PRAGMA data_version").fetchone()[0]
+        if dv != self._data_version:
+            self._heads.clear()
+            self._data_version = dv
+        return self._heads
+
+    def _keep_head(self, namespace: str, scope: str, head: Head) -> None:
+        heads = self._heads
+        if len(heads) >= _SID_CACHE_MAX:
+            heads.clear()
+        heads[(namespace, scope)] = head
+
     def _head(self, namespace: str, scope: str) -> Head:
+        known = self._fresh_heads().get((namespace, scope))
+        if known is not None:
+            return known
+        head = self._read_head(namespace, scope)
+        self._keep_head(namespace, scope, head)
+        return head
+
+    def _read_head(self, namespace: str, scope: str) -> Head:
         sid = self._sid(namespace, scope)
         if sid is None:
             return Head()
@@ -1139,12 +1189,18 @@ class SQLiteStore(Store):
 
 
 class _Prepared:
-    __slots__ = ("generation", "rows", "scope", "sequence")
+    __slots__ = ("frontier", "generation", "rows", "scope", "sequence")
 
     def __init__(
-        self, scope: str, generation: int, sequence: int, rows: list[tuple[Any, ...]]
+        self,
+        scope: str,
+        generation: int,
+        sequence: int,
+        rows: list[tuple[Any, ...]],
+        frontier: tuple[str, ...],
     ) -> None:
         self.scope = scope
         self.generation = generation
         self.sequence = sequence
         self.rows = rows
+        self.frontier = frontier

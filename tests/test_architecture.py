@@ -136,7 +136,6 @@ def test_a_plaintext_store_never_loads_the_cipher(tmp_path: Path) -> None:
     assert "tether.store._sqlite_keys" not in loaded["tether"]
 
 
-
 def test_no_backend_overrides_the_checked_store_methods() -> None:
     """``Store.commit``, ``reset_scope`` and ``delete_namespace`` check their arguments, then
     call the backend's ``_do_*`` hook: a backend that overrode them would skip the checks."""

@@ -15,6 +15,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from _wire import RoundTrips, commit_round_trips
 from tether import InvalidRequest, StoreError, Transaction
 from tether.store import Head, _postgres_schema, open_store
 from tether.store.postgres import PostgresStore, parse_url
@@ -362,3 +363,14 @@ async def test_a_look_up_by_id_reads_only_those_rows_whatever_the_statistics(
     (plan,) = await _sql(postgres_url, explain)
     # 3,000 nodes in the scope; 6 ids asked for, 5 of them stored
     assert _rows_read(plan["Plan"], "tether_nodes") <= 6, (analyzed, plan)
+
+
+async def test_a_commit_is_one_round_trip(postgres_url: str, schema: str) -> None:
+    # Counted on the wire (a proxy between the store and the server): every commit,
+    # however many scopes and nodes, a head only asserted, a stale head refused, is
+    # one request and one answer once the connection has prepared tether_commit.
+    async with RoundTrips(postgres_url) as wire:
+        url = with_query(wire.url, f"schema={schema}&min_size=1&max_size=1")
+        async with await open_store(url) as s:
+            trips = await commit_round_trips(s, wire)
+    assert len(trips) == 4 and set(trips.values()) == {1}, trips

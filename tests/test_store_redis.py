@@ -20,6 +20,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.crc import key_slot
 
+from _wire import RoundTrips, commit_round_trips
 from tether import Conflict, InvalidNode, InvalidRequest, StoreError, Transaction, transact
 from tether.core.graph import make_node
 from tether.store import DuplicateNodes, Head, ScopeWrite, Store, open_store
@@ -666,3 +667,29 @@ async def test_drop_prefix_touches_nothing_else(redis_url: str) -> None:
         await b.drop_prefix()
         await a.close()
         await b.close()
+
+
+async def test_a_commit_is_one_round_trip(redis_url: str) -> None:
+    # Counted on the wire (a proxy between the store and the server): every commit,
+    # however many scopes and nodes, a head only asserted, a stale head refused, is
+    # one request and one answer (the script and the namespace index, pipelined) once
+    # the server holds the script.
+    async with RoundTrips(redis_url) as wire:
+        s = await _open(wire.url, prefix=_prefix())
+        try:
+            trips = await commit_round_trips(s, wire)
+        finally:
+            await s.drop_prefix()
+            await s.close()
+    assert len(trips) == 4 and set(trips.values()) == {1}, trips
+
+
+async def test_a_commit_loads_its_script_again_when_the_server_lost_it(store: RedisStore) -> None:
+    # A server restarted or flushed answers NOSCRIPT to the commit's EVALSHA before it
+    # runs anything; the store loads the script and sends the commit again. (A sha the
+    # server never saw stands in for a flush, which would touch every client of it.)
+    real = store._commit.sha
+    store._commit.sha = "0" * 40
+    [a, b] = await _write(store, "ns", "thread:t", ["goal", "answer"])
+    assert store._commit.sha == real
+    assert [n.id for n in await store.nodes("ns", "thread:t")] == [a.id, b.id]

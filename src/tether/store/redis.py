@@ -29,7 +29,7 @@ import orjson
 
 try:
     import redis.asyncio as aioredis
-    from redis.exceptions import RedisError
+    from redis.exceptions import NoScriptError, RedisError
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("the Redis backend needs redis-py: pip install 'tether[redis]'") from e
 
@@ -320,10 +320,22 @@ class RedisStore(Store):
         # Pipelined (one round trip) but not transactional: the namespace index lives
         # in another cluster slot. Adding it after the script means a concurrent
         # delete_namespace either sees this commit or re-adds it (_forget_if_empty).
-        async with self._errors("commit"), self._r.pipeline(transaction=False) as pipe:
-            await self._commit(keys=keys, args=args, client=pipe)
-            pipe.zadd(self._namespaces_key, {namespace.encode(): 0})
-            result, _ = await pipe.execute()
+        # EVALSHA is queued by hand: a script object queued in a pipeline makes redis-py
+        # ask the server (SCRIPT EXISTS) before every execute, a second round trip. A
+        # server that lost the script (restarted, SCRIPT FLUSH) answers NOSCRIPT before
+        # running anything: load it, send again.
+        async with self._errors("commit"):
+            for attempt in range(2):
+                try:
+                    async with self._r.pipeline(transaction=False) as pipe:
+                        pipe.evalsha(self._commit.sha, len(keys), *keys, *args)
+                        pipe.zadd(self._namespaces_key, {namespace.encode(): 0})
+                        result, _ = await pipe.execute()
+                    break
+                except NoScriptError:
+                    if attempt:
+                        raise
+                    self._commit.sha = await self._r.script_load(self._commit.script)
         tag = result[0]
         if tag == b"ok":
             return

@@ -34,8 +34,8 @@ busy machine disturbs far less than wall time). Then ``COUNTED`` more turns run 
 SQLite's statement trace on every connection the system opened: SQL statements and
 commits per turn (with synchronous=FULL, each commit is one fsync of the WAL). Every
 (system, workload) pair runs in its own process; its resident memory (RSS) after imports
-and at the end is reported. tether's ``ScriptedModel`` logs every request it receives
-(for tests); the benchmark clears that log after each turn, as a real model keeps none.
+and at the end is reported. tether's ``ScriptedModel`` keeps its last few requests (for
+tests); the benchmark clears them after each turn, as a real model keeps none.
 """
 
 from __future__ import annotations

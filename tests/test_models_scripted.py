@@ -273,7 +273,35 @@ async def test_requests_are_recorded() -> None:
     model = ScriptedModel()
     request = ModelRequest(messages=[user("a")])
     await model.complete(request)
-    assert model.requests == [request]
+    assert list(model.requests) == [request]
+
+
+async def test_requests_kept_are_the_latest_few() -> None:
+    # A request holds its whole message list: keeping all of a long thread's would grow
+    # with the square of the history (issue 43). The last KEEP_REQUESTS stay, oldest first.
+    from tether.models.scripted import KEEP_REQUESTS
+
+    model = ScriptedModel()
+    sent = [ModelRequest(messages=[user(f"m{k}")]) for k in range(KEEP_REQUESTS + 5)]
+    for r in sent:
+        await model.complete(r)
+    assert list(model.requests) == sent[-KEEP_REQUESTS:]
+    few = ScriptedModel(keep_requests=2)
+    every = ScriptedModel(keep_requests=None)
+    for r in sent:
+        await few.complete(r)
+        await every.complete(r)
+    assert list(few.requests) == sent[-2:]
+    assert list(every.requests) == sent
+    none = ScriptedModel(keep_requests=0)
+    assert (await none.complete(sent[0])).content and len(none.requests) == 0
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "8", True])
+def test_keep_requests_must_be_a_count(bad: Any) -> None:
+    with pytest.raises(ModelConfigError) as e:
+        ScriptedModel(keep_requests=bad)
+    assert e.value.code == ModelConfigError.default_code
 
 
 async def test_from_yaml_config() -> None:

@@ -68,8 +68,12 @@ Memory
     earlier user messages of the conversation, so "What is my name?" works from the
     durable memory and from the thread's history alike.
 
-``model.requests`` keeps every request received, for tests to inspect. Usage
-figures are word counts, an approximation in the shape of the OpenAI client's.
+``model.requests`` keeps the last ``keep_requests`` requests received (8 by default,
+oldest first), for tests to inspect; ``keep_requests=None`` keeps every one. A request
+holds the whole message list it was sent, so keeping every request of a long thread
+grows with the square of its history (a server stepping one thread 3,000 times with
+the old unbounded list reached 2.4 GB). Usage figures are word counts, an
+approximation in the shape of the OpenAI client's.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ import hashlib
 import json
 import re
 import string
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -100,6 +105,7 @@ Template: TypeAlias = "str | Callable[[Turn], Any]"
 Matcher: TypeAlias = "str | re.Pattern[str] | Callable[[str], bool] | None"
 
 DEFAULT_ANSWER = "I have no scripted answer for {message!r}."
+KEEP_REQUESTS = 8  # requests a ScriptedModel keeps for inspection, by default
 
 # Names every template sees; a regex group may not take them.
 _RESERVED = frozenset({"message", "memory", "result", "results", "context"})
@@ -430,14 +436,20 @@ class ScriptedModel:
         *,
         default: Template = DEFAULT_ANSWER,
         offered_tools_only: bool = True,
+        keep_requests: int | None = KEEP_REQUESTS,
     ) -> None:
+        if keep_requests is not None and (type(keep_requests) is not int or keep_requests < 0):
+            raise ModelConfigError(
+                f"keep_requests is an integer >= 0 or None (keep all), got {keep_requests!r}"
+            )
         self.rules: tuple[Rule, ...] = tuple(
             r if isinstance(r, Rule) else Rule.from_dict(r) for r in rules
         )
         _check_template(default, "default answer")
         self.default = default
         self.offered_tools_only = offered_tools_only
-        self.requests: list[ModelRequest] = []
+        # The latest requests, oldest first (a bounded deque unless keep_requests=None).
+        self.requests: deque[ModelRequest] = deque(maxlen=keep_requests)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> ScriptedModel:

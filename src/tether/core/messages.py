@@ -66,7 +66,12 @@ class ModelResponse:
 
 @runtime_checkable
 class Model(Protocol):
-    """Anything that turns a request into a response."""
+    """Anything that turns a request into a response.
+
+    A request's messages are read, never changed in place: the conversation a process
+    keeps between turns (``tether.projections.view_cache``) hands the same message
+    objects to the next request. Copy a message before editing it.
+    """
 
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
 

@@ -9,8 +9,10 @@ The view is ``[system prompt] + [summary] + messages``:
 * messages come from ``projection.project`` and the policy picks whole units.
 
 ``window`` and ``tokens`` read the thread from its tail in growing pages and stop
-as soon as the policy's choice cannot change; ``buffer`` and ``summary`` read
-everything after the summary. ``summary`` compacts (writes a summary node through
+as soon as the policy's choice cannot change; ``buffer`` and ``summary`` project
+everything after the summary, kept by the process between views and brought
+forward by the nodes committed since (``view_cache``), so a warm view of a long
+thread reads what is new, not the thread. ``summary`` compacts (writes a summary node through
 ``compaction.compact``) once more than ``threshold`` messages follow the latest
 summary, so the model is asked once per threshold, not on every load.
 """
@@ -23,6 +25,7 @@ from typing import Any
 
 from ..core import scopes
 from ..core.errors import InvalidRequest
+from ..core.graph import CausalNode
 from ..core.messages import Message, Model
 from ..store.base import Head, Store
 from .policies import (
@@ -38,7 +41,6 @@ from .policies import (
 from .projection import (
     SummaryContent,
     Unit,
-    count_messages,
     flatten,
     project,
     summary_key,
@@ -47,6 +49,7 @@ from .projection import (
 )
 from .reads import read_nodes, read_tail
 from .tokens import default_counter, messages_tokens
+from .view_cache import view_cache
 
 __all__ = ["ConversationView", "check_llm", "conversation_view", "load_conversation"]
 
@@ -151,15 +154,33 @@ async def _load(
             start = choose(units)
         units = units[start:]
     else:
+        cache = view_cache(store)
+        if cache is not None:
+            # Kept by this process and brought forward by the nodes since (view_cache).
+            kept_units, messages = await cache.view(
+                store, namespace, scope, llm=llm, run=run, after=after, head=head
+            )
+            return _view(prefix, kept_units, messages, summary, summary_node, head)
         nodes = await read_nodes(store, namespace, scope, after=after, before=before)
         units = project(nodes, llm=llm, run=run)
+    return _view(prefix, tuple(units), flatten(units), summary, summary_node, head)
+
+
+def _view(
+    prefix: list[Message],
+    units: tuple[Unit, ...],
+    messages: list[Message],
+    summary: SummaryContent | None,
+    summary_node: CausalNode | None,
+    head: Head,
+) -> ConversationView:
     return ConversationView(
-        messages=prefix + flatten(units),
-        kept=count_messages(units),
+        messages=prefix + messages,
+        kept=len(messages),
         summary=summary,
         summary_node=summary_node.id if summary_node is not None and summary else None,
         sequence=head.sequence,
-        units=tuple(units),
+        units=units,
         head=head,
     )
 

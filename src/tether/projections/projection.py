@@ -35,6 +35,7 @@ without its call.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,7 @@ from ..core.messages import Message
 
 __all__ = [
     "SUMMARY_INTRO",
+    "Projector",
     "SummaryContent",
     "Unit",
     "count_messages",
@@ -149,73 +151,213 @@ def project(nodes: Iterable[CausalNode], *, llm: str, run: str | None = None) ->
 
     ``run`` is the run in progress, shown in full though it has no answer yet.
     """
-    mine: list[CausalNode] = []  # goals and inferences of this llm
-    ended: dict[str, str] = {}  # run -> "completed" | "failed"
-    results: dict[tuple[str | None, str], CausalNode] = {}  # (run, call id) -> first result
-    for n in nodes:
-        p = n.payload
-        if not isinstance(p, dict):
-            continue
-        k = n.kind
-        if is_erased(p):
+    p = Projector(llm, run=run)
+    p.feed(nodes)
+    return p.units()
+
+
+_Key = tuple["str | None", str]  # (run, call id)
+
+
+class Projector:
+    """``project`` kept up to date: fed nodes in sequence order, a few at a time, it
+    holds the units of everything fed so far, as ``project`` of all of it returns them.
+
+    A node's unit depends on the node, on its run's status (completed, failed, or the
+    run in progress: ``run``), on whether its run has any completed call (a goal's
+    receipt) and on the results of its calls. Feeding a node marks stale only the units
+    it can change: its own, those of its run when the run's status changes, the goals
+    of its run when the run gets its first completed call, the inferences that made a
+    call it is the first result of. ``units()`` rebuilds them and the output from the
+    earliest stale one on, so a turn fed to a long thread costs the turn, not the
+    thread (``view_cache``). The module docstring gives the rules themselves.
+    """
+
+    __slots__ = (
+        "_by_run",
+        "_calls",
+        "_done_runs",
+        "_ended",
+        "_goals",
+        "_made",
+        "_messages",
+        "_mine",
+        "_offsets",
+        "_owners",
+        "_pos",
+        "_results",
+        "_stale",
+        "_units",
+        "_upos",
+        "llm",
+        "run",
+    )
+
+    def __init__(self, llm: str, *, run: str | None = None) -> None:
+        self.llm = llm
+        self.run = run
+        self._mine: list[CausalNode] = []  # goals and inferences of this llm (and erased ones)
+        self._pos: dict[int, int] = {}  # sequence -> index in _mine
+        self._by_run: dict[str | None, list[CausalNode]] = {}  # _mine (not erased) per run
+        self._goals: dict[str | None, list[CausalNode]] = {}
+        self._calls: dict[int, list[dict[str, Any]]] = {}  # inference sequence -> its calls
+        self._owners: dict[_Key, list[CausalNode]] = {}  # (run, call id) -> inferences
+        self._results: dict[_Key, CausalNode] = {}  # (run, call id) -> first result
+        self._ended: dict[str, str] = {}  # run -> "completed" | "failed"
+        self._done_runs: set[str | None] = set()  # runs with an inference with a result
+        self._made: dict[int, Unit | None] = {}  # sequence of a _mine node -> its unit
+        self._stale: dict[int, CausalNode] = {}
+        # The output: units in _mine order, each's index in _mine, and the flat messages
+        # with each unit's offset in them.
+        self._units: list[Unit] = []
+        self._upos: list[int] = []
+        self._messages: list[Message] = []
+        self._offsets: list[int] = []
+
+    @property
+    def size(self) -> int:
+        """How many goals and inferences this projector holds (what it keeps in memory)."""
+        return len(self._mine)
+
+    def feed(self, nodes: Iterable[CausalNode]) -> None:
+        """Take ``nodes``, the next ones of the thread in sequence order."""
+        llm = self.llm
+        for n in nodes:
+            p = n.payload
+            if not isinstance(p, dict):
+                continue
+            k = n.kind
+            if is_erased(p):
+                if k == "goal" or k == "inference":
+                    self._add(n)  # a placeholder message, whichever llm wrote it
+                continue
             if k == "goal" or k == "inference":
-                mine.append(n)  # a placeholder message, whichever llm wrote it
-            continue
-        if k == "goal" or k == "inference":
-            if p.get("llm") == llm:
-                mine.append(n)
-        elif k == "tool_result":
-            cid = p.get("call_id")
-            if p.get("llm") == llm and isinstance(cid, str):
-                results.setdefault((_str(p.get("run")), cid), n)
-        elif k == "answer" or k == "protocol_error":
-            r = _str(p.get("run"))
-            # A failure is final even if an answer was also written.
-            if r is not None and (k == "protocol_error" or r not in ended):
-                ended[r] = "completed" if k == "answer" else "failed"
+                if p.get("llm") != llm or n.sequence in self._pos:
+                    continue
+                r = _str(p.get("run"))
+                self._add(n)
+                self._by_run.setdefault(r, []).append(n)
+                if k == "goal":
+                    self._goals.setdefault(r, []).append(n)
+                    continue
+                calls = _calls(p)
+                self._calls[n.sequence] = calls
+                for c in calls:
+                    self._owners.setdefault((r, c["id"]), []).append(n)
+                if any((r, c["id"]) in self._results for c in calls):
+                    self._done(r)
+            elif k == "tool_result":
+                cid = p.get("call_id")
+                if p.get("llm") != llm or not isinstance(cid, str):
+                    continue
+                r = _str(p.get("run"))
+                key = (r, cid)
+                if key in self._results:
+                    continue  # the first result is the call's result
+                self._results[key] = n
+                owners = self._owners.get(key)
+                if owners:
+                    for o in owners:
+                        self._stale[o.sequence] = o
+                    self._done(r)
+            elif k == "answer" or k == "protocol_error":
+                r = _str(p.get("run"))
+                # A failure is final even if an answer was also written.
+                if r is None or not (k == "protocol_error" or r not in self._ended):
+                    continue
+                status = "completed" if k == "answer" else "failed"
+                if self._ended.get(r) != status:
+                    self._ended[r] = status
+                    self._touch(r)
 
-    def full(r: str | None) -> bool:
-        status = ended.get(r) if r is not None else None
-        return status == "completed" or (status is None and r is not None and r == run)
+    def set_run(self, run: str | None) -> None:
+        """Make ``run`` the run in progress (shown in full though it has no answer yet)."""
+        if run != self.run:
+            old, self.run = self.run, run
+            self._touch(old)
+            self._touch(run)
 
-    def shown(node: CausalNode, r: str | None) -> bool:
-        # A message stored outside any run ("run": null, e.g. a LangGraph thread's
-        # messages written by tether.adapters.langgraph) is a finished message.
-        return full(r) or (r is None and "run" in node.payload and node.payload["run"] is None)
+    def units(self) -> list[Unit]:
+        """The units of everything fed (a new list)."""
+        self._rebuild()
+        return list(self._units)
 
-    # Receipts of runs shown partially: which runs keep their goal.
-    has_receipt: set[str | None] = set()
-    for n in mine:
-        if n.kind == "inference" and not is_erased(n.payload):
-            r = _str(n.payload.get("run"))
-            if not full(r) and any((r, c["id"]) in results for c in _calls(n.payload)):
-                has_receipt.add(r)
+    def view(self) -> tuple[tuple[Unit, ...], list[Message]]:
+        """The units and their messages, flattened (new containers; the messages are
+        shared with this projector and later views: read them, do not change them)."""
+        self._rebuild()
+        return tuple(self._units), list(self._messages)
 
-    units: list[Unit] = []
-    for n in mine:
+    # -- internals
+
+    def _add(self, n: CausalNode) -> None:
+        if n.sequence in self._pos:
+            return
+        self._pos[n.sequence] = len(self._mine)
+        self._mine.append(n)
+        self._stale[n.sequence] = n
+
+    def _done(self, r: str | None) -> None:
+        if r not in self._done_runs:
+            self._done_runs.add(r)
+            for g in self._goals.get(r, ()):
+                self._stale[g.sequence] = g
+
+    def _touch(self, r: str | None) -> None:
+        if r is not None:
+            for n in self._by_run.get(r, ()):
+                self._stale[n.sequence] = n
+
+    def _full(self, r: str | None) -> bool:
+        status = self._ended.get(r) if r is not None else None
+        return status == "completed" or (status is None and r is not None and r == self.run)
+
+    def _rebuild(self) -> None:
+        stale = self._stale
+        if not stale:
+            return
+        made = self._made
+        for seq, n in stale.items():
+            made[seq] = self._unit(n)
+        first = min(self._pos[seq] for seq in stale)
+        stale.clear()
+        cut = bisect_left(self._upos, first)
+        if cut < len(self._units):
+            del self._messages[self._offsets[cut] :]
+            del self._units[cut:], self._upos[cut:], self._offsets[cut:]
+        mine = self._mine
+        for i in range(first, len(mine)):
+            u = made[mine[i].sequence]
+            if u is not None:
+                self._units.append(u)
+                self._upos.append(i)
+                self._offsets.append(len(self._messages))
+                self._messages.extend(u.messages)
+
+    def _unit(self, n: CausalNode) -> Unit | None:
         p = n.payload
         if is_erased(p):
             role = "user" if n.kind == "goal" else "assistant"
             erased: Message = {"role": role, "content": ERASED_TEXT}
-            units.append(Unit(anchor=n.sequence, last=n.sequence, messages=(erased,), run=None))
-            continue
+            return Unit(anchor=n.sequence, last=n.sequence, messages=(erased,), run=None)
         r = _str(p.get("run"))
-        shown_full = shown(n, r)
+        # A message stored outside any run ("run": null, e.g. a LangGraph thread's
+        # messages written by tether.adapters.langgraph) is a finished message.
+        shown_full = self._full(r) or (r is None and "run" in p and p["run"] is None)
         if n.kind == "goal":
-            if p.get("input") is None or not (shown_full or r in has_receipt):
-                continue
-            units.append(
-                Unit(
-                    anchor=n.sequence,
-                    last=n.sequence,
-                    messages=({"role": "user", "content": text_of(p["input"])},),
-                    run=r,
-                )
+            # Shown whole, or as the goal of a run shown by its receipts.
+            if p.get("input") is None or not (shown_full or r in self._done_runs):
+                return None
+            return Unit(
+                anchor=n.sequence,
+                last=n.sequence,
+                messages=({"role": "user", "content": text_of(p["input"])},),
+                run=r,
             )
-            continue
-        done = [c for c in _calls(p) if (r, c["id"]) in results]
+        results = self._results
+        done = [c for c in self._calls[n.sequence] if (r, c["id"]) in results]
         if not shown_full and not done:
-            continue
+            return None
         msgs: list[Message] = []
         if p.get("input") is not None:
             msgs.append({"role": "user", "content": text_of(p["input"])})
@@ -239,9 +381,9 @@ def project(nodes: Iterable[CausalNode], *, llm: str, run: str | None = None) ->
                 }
             )
             last = max(last, res.sequence)
-        if msgs:
-            units.append(Unit(anchor=n.sequence, last=last, messages=tuple(msgs), run=r))
-    return units
+        if not msgs:
+            return None
+        return Unit(anchor=n.sequence, last=last, messages=tuple(msgs), run=r)
 
 
 def flatten(units: Sequence[Unit]) -> list[Message]:

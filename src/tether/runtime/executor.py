@@ -1006,8 +1006,7 @@ def _remembered(rc: RunContext, node: LLMNode, view: ConversationView) -> list[d
             or (first and u.anchor == rc.view.goal.sequence)
         ]
     # The stored system prompt stays; the summary of earlier runs does not apply.
-    kept = sum(len(u.messages) for u in view.units)
-    prefix = view.messages[: len(view.messages) - kept]
+    prefix = view.messages[: len(view.messages) - view.kept]
     if view.summary is not None and view.summary.text:
         prefix = [m for m in prefix if m != summary_message(view.summary.text)]
     return [*prefix, *(m for u in units for m in u.messages)]

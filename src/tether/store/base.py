@@ -457,6 +457,15 @@ class Store(ABC):
 
     # -- what the backend supports (hooks with defaults) ---------------------------
 
+    @property
+    def reads_follow_heads(self) -> bool:
+        """Whether what a read of a scope returns changes only when the scope's head
+        (generation, sequence) moves, so a process may keep what it read and follow the
+        new nodes (``tether.projections.view_cache``). True with the plain JSON codec;
+        False with any other (the cipher of ``tether.crypto``: erasing a user's key
+        turns payloads into placeholders where they are, the heads unmoved)."""
+        return type(self.codec) is JsonCodec
+
     async def keystore(self) -> KeyStore | None:
         """Where this backend keeps the key table of ``tether.crypto``: beside its own data,
         on its own connections, so keys live and die with what they open. None (the

@@ -1,0 +1,167 @@
+"""Conversation views kept by a running process and brought forward by new nodes.
+
+A whole-buffer view of a long thread used to read and project every node of the
+thread on every turn, though a turn adds a handful. A ``ViewCache`` (one per store
+object, ``view_cache``) keeps, per (namespace, thread, LLM node), a ``Projector`` fed
+with the thread's nodes after the latest summary up to the head it was read at; the
+next view reads only the nodes committed since, by this process or any other, and
+feeds them. A view served so is the view rebuilt from the graph (property tests in
+tests/test_view_cache.py), because the entry is dropped and the view read again
+whenever its nodes cannot simply be followed:
+
+* the scope's generation differs (a reset, a prune, an import over it, a deleted
+  namespace: each bumps it);
+* the summary the view starts after is another one (a compaction, or one undone);
+* the scope's sequence is behind the entry's (the caller holds an older head), or
+  the node the entry ended on is not at its sequence any more, or the nodes read
+  since are not contiguous: read again, never guessed.
+
+A store whose reads can change without its heads moving keeps no views
+(``Store.reads_follow_heads`` is False: an encrypted store, where erasing a user's
+key turns payloads into placeholders in place). The cache is bounded in entries and
+in the goals and inferences its projectors hold (least recently used first out); a
+thread larger than the whole bound is read in full each time, as without a cache.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Final
+
+from ..core.graph import CausalNode
+from ..core.messages import Message
+from ..store.base import Head, Store
+from .projection import Projector, Unit
+from .reads import read_nodes
+
+__all__ = ["MAX_ENTRIES", "MAX_NODES", "ViewCache", "view_cache"]
+
+MAX_ENTRIES: Final = 256  # (namespace, thread, llm) views kept per store object
+MAX_NODES: Final = 200_000  # goals and inferences held by all of them together
+
+
+@dataclass(slots=True, kw_only=True)
+class _Entry:
+    head: Head  # the head the projector is fed up to
+    last_id: str | None  # the id of the node at head.sequence, when the projector read it
+    after: int  # the view starts after this sequence (the summary's ``through``)
+    projector: Projector
+
+
+_Key = tuple[str, str, str]
+
+
+class ViewCache:
+    """Projected conversations of threads, per (namespace, scope, llm), bounded."""
+
+    def __init__(self, *, max_entries: int = MAX_ENTRIES, max_nodes: int = MAX_NODES) -> None:
+        self.max_entries = max_entries
+        self.max_nodes = max_nodes
+        self._entries: OrderedDict[_Key, _Entry] = OrderedDict()
+        # What the views served did, for tests and benchmarks: brought forward, read whole.
+        self.forwarded = 0
+        self.rebuilt = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    async def view(
+        self,
+        store: Store,
+        namespace: str,
+        scope: str,
+        *,
+        llm: str,
+        run: str | None,
+        after: int,
+        head: Head,
+    ) -> tuple[tuple[Unit, ...], list[Message]]:
+        """The units of ``llm``'s conversation in ``scope`` from the nodes in
+        (after, head.sequence], with their messages: ``project`` of those nodes."""
+        key = (namespace, scope, llm)
+        e = self._entries.get(key)
+        if (
+            e is not None
+            and e.head.generation == head.generation
+            and e.after == after
+            and e.head.sequence <= head.sequence
+        ):
+            known = e.head
+            nodes = await _since(store, namespace, scope, e, head)
+            # Another task of this process may have moved the entry meanwhile: then the
+            # nodes read do not follow it; read whole below.
+            if nodes is not None and self._entries.get(key) is e and e.head is known:
+                e.projector.feed(nodes)
+                e.projector.set_run(run)
+                if nodes:
+                    e.last_id = nodes[-1].id
+                e.head = head
+                self._entries.move_to_end(key)
+                self.forwarded += 1
+                view = e.projector.view()
+                self._bound()
+                return view
+        self.rebuilt += 1
+        nodes = await read_nodes(store, namespace, scope, after=after, before=head.sequence + 1)
+        p = Projector(llm, run=run)
+        p.feed(nodes)
+        view = p.view()
+        current = self._entries.get(key)
+        if (
+            current is None
+            or current.head.generation != head.generation
+            or current.head.sequence <= head.sequence
+        ):
+            last = nodes[-1].id if nodes and nodes[-1].sequence == head.sequence else None
+            self._entries[key] = _Entry(head=head, last_id=last, after=after, projector=p)
+            self._entries.move_to_end(key)
+            self._bound()
+        return view
+
+    def _bound(self) -> None:
+        entries = self._entries
+        while len(entries) > self.max_entries:
+            entries.popitem(last=False)
+        total = sum(e.projector.size for e in entries.values())
+        while entries and total > self.max_nodes:
+            _, e = entries.popitem(last=False)
+            total -= e.projector.size
+
+
+async def _since(
+    store: Store, namespace: str, scope: str, e: _Entry, head: Head
+) -> list[CausalNode] | None:
+    """The nodes after ``e``'s head up to ``head``, or None when they do not follow it."""
+    seq = e.head.sequence
+    if seq == head.sequence:
+        return []
+    check = e.last_id is not None
+    nodes = await read_nodes(
+        store, namespace, scope, after=seq - 1 if check else seq, before=head.sequence + 1
+    )
+    if check:
+        if not nodes or nodes[0].id != e.last_id or nodes[0].sequence != seq:
+            return None
+        nodes = nodes[1:]
+    if len(nodes) != head.sequence - seq or (nodes and nodes[0].sequence != seq + 1):
+        return None  # not contiguous: something between was removed or not read
+    return nodes
+
+
+_caches: weakref.WeakKeyDictionary[Store, ViewCache] = weakref.WeakKeyDictionary()
+
+
+def view_cache(store: Store) -> ViewCache | None:
+    """The view cache of ``store`` (made on first use), or None: this store's reads can
+    change without its heads moving (``Store.reads_follow_heads``), so nothing is kept."""
+    if not store.reads_follow_heads:
+        return None
+    cache = _caches.get(store)
+    if cache is None:
+        cache = _caches[store] = ViewCache()
+    return cache

@@ -1,0 +1,530 @@
+"""The conversation view a process keeps and brings forward equals the view rebuilt
+from the graph (issue 43).
+
+* ``Projector`` fed a thread a few nodes at a time, with the run in progress changing
+  between feeds, holds exactly the units of the batch projection as it was before
+  (``reference_project``, kept here as the oracle) over hostile node orders: results
+  before their calls, answers before goals, a failure after an answer, placeholders.
+* A store object's view cache, asked for views while another process writes the same
+  SQLite file, resets, forks and compactions happen in between, serves each view equal
+  to one rebuilt from the graph by another store object with no cache; and it did bring
+  views forward (the test would pass vacuously otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tether
+from tether.core.erased import ERASED_TEXT, is_erased, placeholder
+from tether.core.graph import CausalNode, make_node
+from tether.core.messages import Message
+from tether.models import Rule
+from tether.projections import Buffer, conversation_view
+from tether.projections.projection import Projector, Unit, _calls, _str, text_of
+from tether.projections.view_cache import ViewCache, view_cache
+from tether.store.in_memory import MemoryStore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def reference_project(
+    nodes: Iterable[CausalNode], *, llm: str, run: str | None = None
+) -> list[Unit]:
+    """``project`` as it was before ``Projector`` (the batch walk, kept as the oracle)."""
+    mine: list[CausalNode] = []  # goals and inferences of this llm
+    ended: dict[str, str] = {}  # run -> "completed" | "failed"
+    results: dict[tuple[str | None, str], CausalNode] = {}  # (run, call id) -> first result
+    for n in nodes:
+        p = n.payload
+        if not isinstance(p, dict):
+            continue
+        k = n.kind
+        if is_erased(p):
+            if k == "goal" or k == "inference":
+                mine.append(n)  # a placeholder message, whichever llm wrote it
+            continue
+        if k == "goal" or k == "inference":
+            if p.get("llm") == llm:
+                mine.append(n)
+        elif k == "tool_result":
+            cid = p.get("call_id")
+            if p.get("llm") == llm and isinstance(cid, str):
+                results.setdefault((_str(p.get("run")), cid), n)
+        elif k == "answer" or k == "protocol_error":
+            r = _str(p.get("run"))
+            # A failure is final even if an answer was also written.
+            if r is not None and (k == "protocol_error" or r not in ended):
+                ended[r] = "completed" if k == "answer" else "failed"
+
+    def full(r: str | None) -> bool:
+        status = ended.get(r) if r is not None else None
+        return status == "completed" or (status is None and r is not None and r == run)
+
+    def shown(node: CausalNode, r: str | None) -> bool:
+        # A message stored outside any run ("run": null, e.g. a LangGraph thread's
+        # messages written by tether.adapters.langgraph) is a finished message.
+        return full(r) or (r is None and "run" in node.payload and node.payload["run"] is None)
+
+    # Receipts of runs shown partially: which runs keep their goal.
+    has_receipt: set[str | None] = set()
+    for n in mine:
+        if n.kind == "inference" and not is_erased(n.payload):
+            r = _str(n.payload.get("run"))
+            if not full(r) and any((r, c["id"]) in results for c in _calls(n.payload)):
+                has_receipt.add(r)
+
+    units: list[Unit] = []
+    for n in mine:
+        p = n.payload
+        if is_erased(p):
+            role = "user" if n.kind == "goal" else "assistant"
+            erased: Message = {"role": role, "content": ERASED_TEXT}
+            units.append(Unit(anchor=n.sequence, last=n.sequence, messages=(erased,), run=None))
+            continue
+        r = _str(p.get("run"))
+        shown_full = shown(n, r)
+        if n.kind == "goal":
+            if p.get("input") is None or not (shown_full or r in has_receipt):
+                continue
+            units.append(
+                Unit(
+                    anchor=n.sequence,
+                    last=n.sequence,
+                    messages=({"role": "user", "content": text_of(p["input"])},),
+                    run=r,
+                )
+            )
+            continue
+        done = [c for c in _calls(p) if (r, c["id"]) in results]
+        if not shown_full and not done:
+            continue
+        msgs: list[Message] = []
+        if p.get("input") is not None:
+            msgs.append({"role": "user", "content": text_of(p["input"])})
+        content = p.get("content") if shown_full else None
+        content = None if content is None else text_of(content)
+        if done or content:
+            a: Message = {"role": "assistant", "content": content}
+            if done:
+                a["tool_calls"] = done
+            msgs.append(a)
+        last = n.sequence
+        for c in done:
+            res = results[(r, c["id"])]
+            rp = res.payload
+            msgs.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": c["id"],
+                    "name": _str(rp.get("name")) or c["name"],
+                    "content": text_of(rp.get("content")),
+                }
+            )
+            last = max(last, res.sequence)
+        if msgs:
+            units.append(Unit(anchor=n.sequence, last=last, messages=tuple(msgs), run=r))
+    return units
+
+
+# -- Projector against the oracle ------------------------------------------------------
+
+RUNS = ("r0", "r1", "r2", None, 5)  # 5: not a run id (a view treats it as no run)
+LLMS = ("agent", "other")
+CALLS = ("c0", "c1", "c2")
+
+node_spec = st.one_of(
+    st.tuples(
+        st.just("goal"),
+        st.sampled_from(RUNS),
+        st.sampled_from(LLMS),
+        st.one_of(st.none(), st.text(max_size=3), st.just({"q": [1, 2]})),
+        st.booleans(),  # a "run" key at all
+    ),
+    st.tuples(
+        st.just("inference"),
+        st.sampled_from(RUNS),
+        st.sampled_from(LLMS),
+        st.lists(st.sampled_from(CALLS), max_size=3, unique=True),
+        st.one_of(st.none(), st.just("text"), st.just({"a": 1})),
+        st.one_of(st.none(), st.just("in")),
+    ),
+    st.tuples(
+        st.just("tool_result"),
+        st.sampled_from(RUNS),
+        st.sampled_from(LLMS),
+        st.sampled_from(CALLS),
+        st.one_of(st.just("ok"), st.just({"t": 21})),
+    ),
+    st.tuples(st.sampled_from(["answer", "protocol_error"]), st.sampled_from(RUNS)),
+    st.tuples(st.sampled_from(["erased_goal", "erased_inference", "erased_result", "resource"])),
+)
+
+
+def _node(seq: int, spec: tuple[Any, ...]) -> CausalNode:
+    kind = spec[0]
+    payload: Any
+    if kind == "goal":
+        _, run, llm, text, has_run = spec
+        payload = {"input": text, "llm": llm, "metadata": {}}
+        if has_run:
+            payload["run"] = run
+    elif kind == "inference":
+        _, run, llm, calls, content, text = spec
+        payload = {
+            "run": run,
+            "llm": llm,
+            "content": content,
+            "tool_calls": [{"id": c, "name": "f", "arguments": {"c": c}} for c in calls],
+        }
+        if text is not None:
+            payload["input"] = text
+    elif kind == "tool_result":
+        _, run, llm, cid, content = spec
+        payload = {"run": run, "llm": llm, "call_id": cid, "name": "f", "content": content}
+    elif kind in ("answer", "protocol_error"):
+        payload = {"run": spec[1]}
+    elif kind == "resource":
+        payload = {"note": seq}
+    else:
+        kind, payload = kind.removeprefix("erased_"), placeholder()
+        kind = "tool_result" if kind == "result" else kind
+    return make_node(kind, payload, (), sequence=seq)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(node_spec, max_size=40),
+    st.lists(st.tuples(st.integers(0, 6), st.sampled_from((None, "r0", "r1", "r2")))),
+    st.sampled_from(LLMS),
+)
+def test_projector_fed_piecewise_equals_the_batch_projection(
+    specs: list[tuple[Any, ...]], feeds: list[tuple[int, str | None]], llm: str
+) -> None:
+    nodes = [_node(i + 1, s) for i, s in enumerate(specs)]
+    p = Projector(llm)
+    at = 0
+    for size, run in [*feeds, (len(nodes), None)]:
+        p.feed(nodes[at : at + size])
+        at = min(at + size, len(nodes))
+        p.set_run(run)
+        expected = reference_project(nodes[:at], llm=llm, run=run)
+        assert p.units() == expected
+        units, messages = p.view()
+        assert list(units) == expected
+        assert messages == [m for u in expected for m in u.messages]
+    assert p.size == sum(
+        1
+        for n in nodes
+        if n.kind in ("goal", "inference") and (is_erased(n.payload) or n.payload.get("llm") == llm)
+    )
+
+
+def test_projector_shows_a_late_failure_and_a_late_result() -> None:
+    # Two changes to units already built: a run that failed after its answer keeps only
+    # its receipts, and a result that arrives for an older run's call adds that call.
+    def goal(seq: int, run: str) -> CausalNode:
+        return make_node("goal", {"run": run, "input": f"q{seq}", "llm": "agent"}, (), sequence=seq)
+
+    call = {"id": "c", "name": "f", "arguments": {}}
+    inf = make_node(
+        "inference",
+        {"run": "r1", "llm": "agent", "content": "hi", "tool_calls": [call]},
+        (),
+        sequence=2,
+    )
+    answer = make_node("answer", {"run": "r1"}, (), sequence=3)
+    p = Projector("agent")
+    p.feed([goal(1, "r1"), inf, answer])
+    assert [m["content"] for m in p.view()[1]] == ["q1", "hi"]
+    p.feed([make_node("protocol_error", {"run": "r1"}, (), sequence=4)])
+    assert p.units() == []  # failed, and no call completed: nothing of it is shown
+    late = {"run": "r1", "llm": "agent", "call_id": "c", "name": "f", "content": "done"}
+    p.feed([goal(5, "r2"), make_node("tool_result", late, (), sequence=6)])
+    assert p.view()[1] == [
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c", "name": "f", "content": "done"},
+    ]
+    p.set_run("r2")
+    assert p.view()[1][-1] == {"role": "user", "content": "q5"}
+
+
+# -- the cache of a store object, with another process writing -------------------------
+
+WRITER = r"""
+import asyncio, json, sys
+sys.path.insert(0, sys.argv[2])
+import tether
+from view_cache_writes import write
+
+async def main():
+    store = await tether.open_store(sys.argv[1])
+    try:
+        for line in sys.stdin:
+            await write(store, json.loads(line))
+            print("ok", flush=True)
+    finally:
+        await store.close()
+
+asyncio.run(main())
+"""
+
+
+class Writer:
+    """Another process writing the same SQLite file: one command a line, 'ok' back."""
+
+    def __init__(self, url: str) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, url, str(ROOT / "tests")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+
+    def do(self, command: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "ok", "the writer process failed"
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        code = self.proc.wait(timeout=30)
+        self.proc.stdout.close()
+        assert code == 0
+
+
+op = st.one_of(
+    st.tuples(
+        st.sampled_from(["here", "there"]),  # this process or the other one
+        st.sampled_from(["answer", "tool", "fail", "open", "finish", "late_result"]),
+        st.sampled_from(LLMS),
+    ),
+    st.tuples(st.sampled_from(["here", "there"]), st.just("reset"), st.just("agent")),
+    st.tuples(st.just("there"), st.sampled_from(["compact", "undo"]), st.sampled_from(LLMS)),
+    st.tuples(st.just("here"), st.sampled_from(["fork", "stale_view"]), st.integers(0, 30)),
+)
+
+
+async def _view_pair(
+    cached: tether.Store, fresh: tether.Store, ns: str, thread: str, at: Any = None
+) -> None:
+    """Every view of ``thread`` through ``cached``'s cache equals the one ``fresh`` rebuilds."""
+    runs = {None, *(n.payload.get("run") for n in await fresh.nodes(ns, "thread:" + thread))}
+    for llm in LLMS:
+        for run in sorted(runs, key=str)[:4]:
+            fresh_cache = view_cache(fresh)
+            assert fresh_cache is not None
+            fresh_cache.clear()  # rebuilt from the graph
+            kw: dict[str, Any] = {"llm": llm, "run": run, "policy": Buffer()}
+            got = await conversation_view(cached, ns, thread, at=at, **kw)
+            want = await conversation_view(fresh, ns, thread, at=at, **kw)
+            assert (got.messages, got.units, got.kept, got.summary, got.sequence) == (
+                want.messages,
+                want.units,
+                want.kept,
+                want.summary,
+                want.sequence,
+            )
+
+
+def test_views_brought_forward_equal_views_rebuilt(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'views.db'}"
+    writer = Writer(url)
+    served: list[ViewCache] = []
+
+    @settings(
+        max_examples=40,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
+    @given(st.lists(op, min_size=1, max_size=10))
+    def run(ops: list[tuple[str, str, Any]]) -> None:
+        asyncio.run(_run(url, writer, ops, served))
+
+    try:
+        run()
+    finally:
+        writer.close()
+    # The views were served from the cache, brought forward, not only rebuilt.
+    assert sum(c.forwarded for c in served) > 0
+    assert sum(c.rebuilt for c in served) > 0
+
+
+async def _run(
+    url: str, writer: Writer, ops: list[tuple[str, str, Any]], served: list[ViewCache]
+) -> None:
+    from view_cache_writes import write
+
+    ns = "ns-" + uuid.uuid4().hex[:8]
+    cached = await tether.open_store(url)
+    fresh = await tether.open_store(url)
+    try:
+        threads = ["t"]
+        opened: list[str] = []
+        count = 0
+        old_head = None
+        for where, what, arg in ops:
+            thread = threads[-1]
+            scope = "thread:" + thread
+            if what == "fork":
+                nodes = await cached.nodes(ns, scope)
+                if not nodes:
+                    continue
+                new = f"f{len(threads)}"
+                await tether.control.fork(
+                    cached,
+                    namespace=ns,
+                    thread=thread,
+                    node=nodes[arg % len(nodes)].id,
+                    new_thread=new,
+                )
+                threads.append(new)
+                await _view_pair(cached, fresh, ns, thread)  # the source's cache goes on
+                continue
+            if what == "stale_view":
+                if old_head is not None:
+                    await _view_pair(cached, fresh, ns, thread, at=old_head)
+                continue
+            count += 1
+            command = {"ns": ns, "thread": thread, "what": what, "llm": arg, "n": count}
+            if what in ("finish", "late_result"):
+                if not opened:
+                    continue
+                command["run"] = opened.pop(0) if what == "finish" else opened[0]
+            elif what in ("answer", "tool", "fail", "open"):
+                command["run"] = f"run{count}"
+                if what == "open":
+                    opened.append(command["run"])
+            if where == "here":
+                await write(cached, command)
+            else:
+                writer.do(command)
+            old_head = await fresh.head(ns, scope)
+            await _view_pair(cached, fresh, ns, thread)
+        cache = view_cache(cached)
+        assert cache is not None
+        served.append(cache)
+    finally:
+        await cached.close()
+        await fresh.close()
+
+
+@pytest.mark.parametrize("how", ["reset", "delete_namespace"])
+async def test_a_thread_regrown_past_the_cached_head_is_read_again(
+    tmp_path: Path, how: str
+) -> None:
+    # A reset (or a deleted namespace) then more turns than before, by another store
+    # object: the new nodes sit after the cached sequence, but under a new generation.
+    from view_cache_writes import write
+
+    url = f"sqlite:///{tmp_path / 'views.db'}"
+    cached, other = await tether.open_store(url), await tether.open_store(url)
+    try:
+        c = {"ns": "ns", "thread": "t", "llm": "agent"}
+        await write(cached, {**c, "what": "answer", "run": "r1", "n": 1})
+        first = await conversation_view(cached, "ns", "t")
+        assert [m["content"] for m in first.messages] == ["question 1", "answer 1"]
+        if how == "reset":
+            await write(other, {**c, "what": "reset", "n": 2})
+        else:
+            await other.delete_namespace("ns")
+        for n in (3, 4):
+            await write(other, {**c, "what": "tool", "run": f"r{n}", "n": n})
+        head = await other.head("ns", "thread:t")
+        assert head.sequence > (first.head.sequence if first.head else 0)
+        view = await conversation_view(cached, "ns", "t")
+        assert "question 1" not in [m["content"] for m in view.messages]
+        await _view_pair(cached, other, "ns", "t")
+    finally:
+        await cached.close()
+        await other.close()
+
+
+async def test_an_encrypted_store_keeps_no_views(tmp_path: Path) -> None:
+    # Erasing a user's key turns payloads into placeholders where they are, the heads
+    # unmoved: a kept view could not tell, so an encrypted store keeps none, and the
+    # view after the erasure shows the placeholders.
+    from tether.crypto import MasterKey, erase_user, erased_placeholders
+
+    store = await tether.open_store(f"sqlite:///{tmp_path / 'enc.db'}", cipher=MasterKey.generate())
+    try:
+        assert not store.reads_follow_heads and view_cache(store) is None
+        agent = tether.Agent(None, tether.ScriptedModel.demo(), store=store)
+        await agent.step("hello", thread="t", user="alice")
+        before = await conversation_view(store, "default", "t")
+        assert [m["content"] for m in before.messages] == ["hello", "Hello! How can I help?"]
+        await erase_user(store, "default", "alice")
+        with erased_placeholders():
+            after = await conversation_view(store, "default", "t")
+        assert [m["content"] for m in after.messages] == [ERASED_TEXT, ERASED_TEXT]
+    finally:
+        await store.close()
+
+
+async def test_a_warm_whole_buffer_turn_reads_what_is_new() -> None:
+    # The nodes a turn reads do not grow with the thread: the same at 10 turns and 40.
+    from memory_helpers import CountingStore
+
+    store = CountingStore()
+    model = tether.ScriptedModel([Rule(answer="ok")])
+    agent = tether.Agent(None, model, store=store)
+    read: list[int] = []
+    for k in range(40):
+        store.reset_counts()
+        await agent.step(f"question {k}", thread="t")
+        read.append(store.read)
+    assert read[9] == read[39] and read[39] <= 8, read
+    assert len(model.requests[-1].messages) == 79  # the model still gets the whole buffer
+    # A fresh agent (another process, say) on the same store object shares its views.
+    other = tether.Agent(None, model, store=store)
+    store.reset_counts()
+    await other.step("one more", thread="t")
+    assert store.read <= 8 + 16  # and the scan of the thread's latest run
+
+
+def test_the_cache_is_bounded() -> None:
+    async def go() -> None:
+        store = MemoryStore()
+        cache = ViewCache(max_entries=3, max_nodes=10)
+        head = await store.head("ns", "thread:t")
+        for k in range(5):
+            await cache.view(store, "ns", f"thread:{k}", llm="agent", run=None, after=0, head=head)
+        assert len(cache) == 3
+        from view_cache_writes import write
+
+        for n in range(6):  # 12 goals and inferences: more than the whole bound
+            await write(
+                store,
+                {
+                    "ns": "ns",
+                    "thread": "big",
+                    "what": "answer",
+                    "llm": "agent",
+                    "run": f"r{n}",
+                    "n": n,
+                },
+            )
+        big = await store.head("ns", "thread:big")
+        units, _ = await cache.view(
+            store, "ns", "thread:big", llm="agent", run=None, after=0, head=big
+        )
+        assert len(units) == 12 and len(cache) == 0  # served, not kept
+
+    asyncio.run(go())

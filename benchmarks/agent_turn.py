@@ -69,6 +69,7 @@ SYSTEMS: dict[str, tuple[str, str]] = {
     # name: (label, interpreter: "tether" or "peers")
     "tether_window": ("tether Agent.step, Window(20)", "tether"),
     "tether_buffer": ("tether Agent.step, whole buffer", "tether"),
+    "tether_buffer_cold": ("tether Agent.step, whole buffer, no kept view", "tether"),
     "openai_agents": ("OpenAI Agents SDK Runner.run + SQLiteSession", "peers"),
     "langgraph_react": ("LangGraph create_react_agent + SqliteSaver", "peers"),
 }
@@ -118,9 +119,20 @@ def pragmas(conn: sqlite3.Connection) -> dict[str, Any]:
 class Tether:
     """``postgres``: a PostgreSQL URL to run on instead of SQLite at ``path``."""
 
-    def __init__(self, path: Path, workload: str, memory: str, postgres: str | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        workload: str,
+        memory: str,
+        postgres: str | None = None,
+        *,
+        kept_views: bool = True,
+        fast_seed: bool = False,
+    ) -> None:
         self.path, self.workload, self.memory = path, workload, memory
         self.postgres = postgres
+        self.kept_views, self.fast_seed = kept_views, fast_seed
+        self.model_ms = self.model_cpu_ms = 0.0  # the model's own time in the latest turn
         self.schema = f"agent_turn_{os.getpid()}"
         self.tracer: Any = None  # PostgreSQL: the statement callback while counting
 
@@ -150,7 +162,29 @@ class Tether:
             )
         else:
             self.store = await tether.open_store(f"sqlite:///{self.path}", durability="full")
-        self.model = tether.ScriptedModel(rules)
+        if not self.kept_views:
+            # As before issue 43: every whole-buffer view reads the thread again.
+            from tether.projections.view_cache import view_cache
+
+            cache = view_cache(self.store)
+            assert cache is not None
+            cache.max_nodes = 0
+        bench = self
+
+        class TimedModel(tether.ScriptedModel):
+            """The scripted model, its own time recorded (the turn's time less it is
+            tether's part of the turn)."""
+
+            async def complete(self, request: Any) -> Any:
+                t, c = time.perf_counter(), time.process_time()
+                try:
+                    return await super().complete(request)
+                finally:
+                    bench.model_ms += (time.perf_counter() - t) * 1e3
+                    bench.model_cpu_ms += (time.process_time() - c) * 1e3
+
+        self.rules, self.get_weather = rules, get_weather
+        self.model = TimedModel(rules)
         self.agent = tether.Agent(
             tether.Spec.single(memory=mem),
             self.model,
@@ -159,14 +193,37 @@ class Tether:
         )
 
     async def turn(self, thread: str, k: int) -> None:
+        self.model_ms = self.model_cpu_ms = 0.0
         r = await self.agent.step(user_message(thread, k), thread=thread)
-        # ScriptedModel logs every request for tests to inspect; a real model keeps
+        # ScriptedModel keeps its last requests for tests to inspect; a real model keeps
         # nothing, and neither do the peers' fake models.
         self.model.requests.clear()
         if r.answer != ANSWER:
             raise AssertionError(f"unexpected answer {r.answer!r}")
 
     async def seed(self, thread: str, turns: int) -> None:
+        if self.fast_seed and not self.postgres:
+            # A long thread (--long): the same turns (same rule, same LLM node) by a
+            # Window agent on its own connection at durability="normal", which is
+            # quicker to write; then one untimed turn of the agent measured, which
+            # reads the thread whole once (its kept view starts there).
+            import tether
+            from tether.projections import Window
+
+            async with await tether.open_store(
+                f"sqlite:///{self.path}", durability="normal"
+            ) as store:
+                seeder = tether.Agent(
+                    tether.Spec.single(memory=Window(size=WINDOW)),
+                    tether.ScriptedModel(self.rules, keep_requests=0),
+                    store=store,
+                    tools=[self.get_weather],
+                )
+                for k in range(turns - 1):
+                    await seeder.step(user_message(thread, k), thread=thread)
+            if turns:
+                await self.turn(thread, turns - 1)
+            return
         for k in range(turns):
             await self.turn(thread, k)
 
@@ -473,11 +530,15 @@ def sqlite_counts(stmts: list[str]) -> tuple[int, int]:
     return len(stmts), count_commits(stmts)
 
 
-def make(system: str, path: Path, workload: str, postgres: str | None = None) -> Any:
+def make(
+    system: str, path: Path, workload: str, postgres: str | None = None, fast_seed: bool = False
+) -> Any:
     if system == "tether_window":
-        return Tether(path, workload, "window")
+        return Tether(path, workload, "window", fast_seed=fast_seed)
     if system == "tether_buffer":
-        return Tether(path, workload, "buffer")
+        return Tether(path, workload, "buffer", fast_seed=fast_seed)
+    if system == "tether_buffer_cold":
+        return Tether(path, workload, "buffer", kept_views=False, fast_seed=fast_seed)
     if system in PG_SYSTEMS:
         if not postgres:
             raise SystemExit(f"{system} needs --postgres URL")
@@ -499,9 +560,10 @@ async def measure(
     samples: int,
     workdir: Path,
     postgres: str | None = None,
+    fast_seed: bool = False,
 ) -> dict[str, Any]:
     rss_start = rss_now_mib()
-    sys_ = make(system, workdir / "agent.db", workload, postgres)
+    sys_ = make(system, workdir / "agent.db", workload, postgres, fast_seed)
     t = time.perf_counter()
     await sys_.setup()
     setup_ms = (time.perf_counter() - t) * 1e3
@@ -512,13 +574,17 @@ async def measure(
         t = time.perf_counter()
         await sys_.seed(thread, h)
         seed_s = time.perf_counter() - t
-        lat, cpu = [], []
+        lat, cpu, own, own_cpu = [], [], [], []
+        rss_seeded = rss_now_mib()
         for k in range(samples):
             c = time.process_time()
             t = time.perf_counter()
             await sys_.turn(thread, h + k)
             lat.append((time.perf_counter() - t) * 1e3)
             cpu.append((time.process_time() - c) * 1e3)
+            if hasattr(sys_, "model_ms"):
+                own.append(lat[-1] - sys_.model_ms)  # tether's part: the model's aside
+                own_cpu.append(cpu[-1] - sys_.model_cpu_ms)
         # Then COUNTED turns more, with every SQL statement traced (not timed): what a
         # turn sends to SQLite, and how many commits (each one fsync of the WAL).
         stmts: list[str] = []
@@ -535,7 +601,11 @@ async def measure(
             "commits_per_turn": commits / COUNTED,
             "statements_per_turn": n_stmts / COUNTED,
             "seed_s": seed_s,
+            "rss_seeded_mib": rss_seeded,
         }
+        if own:
+            per[str(h)]["own_median_ms"] = statistics.median(own)
+            per[str(h)]["own_cpu_median_ms"] = statistics.median(own_cpu)
     dur = sys_.durability()
     if asyncio.iscoroutine(dur):
         dur = await dur
@@ -565,7 +635,13 @@ def worker(args: argparse.Namespace) -> int:
     try:
         res = asyncio.run(
             measure(
-                args.worker, args.workload, args.histories, args.samples, workdir, args.postgres
+                args.worker,
+                args.workload,
+                args.histories,
+                args.samples,
+                workdir,
+                args.postgres,
+                args.fast_seed,
             )
         )
     except ImportError as e:
@@ -592,6 +668,7 @@ def run_all(
     out_dir: Path,
     log: Any = print,
     postgres: str | None = None,
+    fast_seed: bool = False,
 ) -> dict[str, Any]:
     """Every (system, workload) in its own process; ``pythons`` maps "tether"/"peers" to
     an interpreter (None: skipped). ``postgres``: the server's URL for ``PG_SYSTEMS``."""
@@ -618,6 +695,8 @@ def run_all(
             cmd += ["--workdir", str(work / "db"), "--out", str(out)]
             if postgres:
                 cmd += ["--postgres", postgres]
+            if fast_seed:
+                cmd += ["--fast-seed"]
             log(f"  agent turn: {name} / {wl} ...")
             env = (
                 {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -645,7 +724,13 @@ def run_all(
                     "    "
                     + ", ".join(f"@{h}: {v['median_ms']:.2f} ms" for h, v in r["histories"].items())
                 )
-    return {"histories": histories, "samples": samples, "window": WINDOW, "runs": results}
+    return {
+        "histories": histories,
+        "samples": samples,
+        "window": WINDOW,
+        "fast_seed": fast_seed,
+        "runs": results,
+    }
 
 
 def table(res: dict[str, Any]) -> list[str]:
@@ -690,6 +775,44 @@ def table(res: dict[str, Any]) -> list[str]:
     return lines
 
 
+def long_table(res: dict[str, Any]) -> list[str]:
+    """Markdown for ``--long``: per system, the median ms per turn at each history, and
+    tether's own part of it (the turn less the scripted model's time: wall, and CPU in
+    brackets, which a busy machine and its fsyncs disturb far less), with the ratio of
+    its CPU at the last history to the first; RSS after seeding the longest thread and
+    at the end."""
+    hs = res["histories"]
+    head = [
+        "system",
+        *[f"ms/turn @{h:,}" for h in hs],
+        *[f"tether's own ms @{h:,} (CPU)" for h in hs],
+        f"own CPU @{hs[-1]:,} / @{hs[0]:,}",
+        "RSS MiB (seeded, end)",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in res["runs"]:
+        if "histories" not in r:
+            why = r.get("skipped") or ("error: " + str(r.get("error", ""))[-100:])
+            lines.append(f"| {r['label']} | {why.replace(chr(10), ' ')} |")
+            continue
+        per = [r["histories"][str(h)] for h in hs]
+        cpu = [v.get("own_cpu_median_ms") for v in per]
+        ratio = f"{cpu[-1] / cpu[0]:.2f}x" if cpu[0] and cpu[-1] is not None else "-"
+        lines.append(
+            f"| {r['label']} | "
+            + " | ".join(f"{v['median_ms']:.2f}" for v in per)
+            + " | "
+            + " | ".join(
+                f"{v['own_median_ms']:.2f} ({v['own_cpu_median_ms']:.2f})"
+                if "own_median_ms" in v
+                else "-"
+                for v in per
+            )
+            + f" | {ratio} | {per[-1].get('rss_seeded_mib', -1):.0f}, {r['rss_mib']['end']:.0f} |"
+        )
+    return lines
+
+
 def _counts(per: list[dict[str, Any]], key: str) -> str:
     """A count per turn over the histories: one value, or its range."""
     vals = sorted({f"{v[key]:g}" for v in per if key in v}, key=float)
@@ -723,10 +846,31 @@ def parse(argv: list[str]) -> argparse.Namespace:
         metavar="URL",
         help="also run tether on this PostgreSQL server (its own schema, dropped after)",
     )
+    ap.add_argument(
+        "--long",
+        type=int,
+        default=None,
+        metavar="N",
+        help="a long thread: histories 10 and N (make bench: 10,000), the plain workload, "
+        "tether's systems (the kept view and none) unless --systems names others, and "
+        "tether's threads seeded quickly (--fast-seed); prints tether's own ms (model aside)",
+    )
+    ap.add_argument(
+        "--fast-seed",
+        action="store_true",
+        help="seed tether's threads by a Window agent at durability=normal (same nodes)",
+    )
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--workload", default="plain", help=argparse.SUPPRESS)
     ap.add_argument("--workdir", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.long is not None:
+        args.histories = args.histories or f"10,{args.long}"
+        args.fast_seed = True
+        if args.workloads == ",".join(WORKLOADS):
+            args.workloads = "plain"
+        if args.systems is None and not args.worker:
+            args.systems = "tether_buffer,tether_buffer_cold,tether_window"
     hs = args.histories or ",".join(map(str, QUICK_HISTORIES if args.quick else HISTORIES))
     args.histories = [int(x) for x in hs.split(",") if x.strip()]
     if args.samples is None:
@@ -762,9 +906,11 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out),
         log=lambda m: print(m, file=sys.stderr, flush=True),
         postgres=args.postgres,
+        fast_seed=args.fast_seed,
     )
-    (Path(args.out) / "agent_turn.json").write_text(json.dumps(res, indent=1))
-    print("\n".join(table(res)))
+    name = "agent_turn_long.json" if args.long else "agent_turn.json"
+    (Path(args.out) / name).write_text(json.dumps(res, indent=1))
+    print("\n".join(long_table(res) if args.long else table(res)))
     return 0
 
 

@@ -87,6 +87,7 @@ async def _load(
     policy: Policy,
     run: str | None,
     at: Head | None = None,
+    with_units: bool = True,
 ) -> ConversationView:
     summary_node = await store.resource_head(namespace, scope, summary_key(llm))
     system_node = await store.resource_head(namespace, scope, system_key(llm))
@@ -158,7 +159,7 @@ async def _load(
         if cache is not None:
             # Kept by this process and brought forward by the nodes since (view_cache).
             kept_units, messages = await cache.view(
-                store, namespace, scope, llm=llm, run=run, after=after, head=head
+                store, namespace, scope, llm=llm, run=run, after=after, head=head, units=with_units
             )
             return _view(prefix, kept_units, messages, summary, summary_node, head)
         nodes = await read_nodes(store, namespace, scope, after=after, before=before)
@@ -175,7 +176,7 @@ def _view(
     head: Head,
 ) -> ConversationView:
     return ConversationView(
-        messages=prefix + messages,
+        messages=prefix + messages,  # a new list: ``messages`` may be a kept view's own
         kept=len(messages),
         summary=summary,
         summary_node=summary_node.id if summary_node is not None and summary else None,
@@ -195,8 +196,12 @@ async def conversation_view(
     run: str | None = None,
     model: Model | None = None,
     at: Head | None = None,
+    units: bool = True,
 ) -> ConversationView:
     """Like ``load_conversation`` but returns the ``ConversationView`` (counts, summary).
+
+    ``units=False``: the view's ``units`` are left empty (a caller that sends the
+    messages only: a whole buffer's units are as many as its turns).
 
     ``at``: a head of the thread the caller holds (one it read, or one its own commit
     left), to read the messages up to it instead of reading the head; the view's
@@ -213,7 +218,7 @@ async def conversation_view(
         if isinstance(policy, Buffer | Window | Summary | Tokens)
         else policy_from_dict(policy)
     )
-    view = await _load(store, namespace, scope, llm, pol, run, at)
+    view = await _load(store, namespace, scope, llm, pol, run, at, units)
     if isinstance(pol, Summary) and view.kept > pol.threshold:
         from .compaction import compact  # compaction builds on this module's reads
 
@@ -229,7 +234,7 @@ async def conversation_view(
             model=pol.model or model,
         )
         if result.compacted:
-            view = await _load(store, namespace, scope, llm, pol, run)
+            view = await _load(store, namespace, scope, llm, pol, run, None, units)
     return view
 
 

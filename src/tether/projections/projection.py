@@ -282,11 +282,13 @@ class Projector:
         self._rebuild()
         return list(self._units)
 
-    def view(self) -> tuple[tuple[Unit, ...], list[Message]]:
-        """The units and their messages, flattened (new containers; the messages are
-        shared with this projector and later views: read them, do not change them)."""
+    def view(self, *, units: bool = True) -> tuple[tuple[Unit, ...], list[Message]]:
+        """The units (``()`` with ``units=False``) and their messages, flattened. The
+        list of messages is this projector's own, as are the messages: copy the list to
+        keep it (``prefix + messages``), and read the messages, never change them (later
+        views share them)."""
         self._rebuild()
-        return tuple(self._units), list(self._messages)
+        return (tuple(self._units) if units else ()), self._messages
 
     # -- internals
 

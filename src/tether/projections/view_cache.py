@@ -80,9 +80,13 @@ class ViewCache:
         run: str | None,
         after: int,
         head: Head,
+        units: bool = True,
     ) -> tuple[tuple[Unit, ...], list[Message]]:
         """The units of ``llm``'s conversation in ``scope`` from the nodes in
-        (after, head.sequence], with their messages: ``project`` of those nodes."""
+        (after, head.sequence], with their messages: ``project`` of those nodes.
+
+        The list of messages is the cache's (``Projector.view``): copy it to keep it.
+        ``units=False``: the units are left out (``()``)."""
         key = (namespace, scope, llm)
         e = self._entries.get(key)
         if (
@@ -103,14 +107,14 @@ class ViewCache:
                 e.head = head
                 self._entries.move_to_end(key)
                 self.forwarded += 1
-                view = e.projector.view()
+                view = e.projector.view(units=units)
                 self._bound()
                 return view
         self.rebuilt += 1
         nodes = await read_nodes(store, namespace, scope, after=after, before=head.sequence + 1)
         p = Projector(llm, run=run)
         p.feed(nodes)
-        view = p.view()
+        view = p.view(units=units)
         current = self._entries.get(key)
         if (
             current is None

@@ -833,11 +833,11 @@ class Executor(ToolCalls):
     ) -> None:
         model = self.models.get(node.model, self.model) if node.model else self.model
         scope = await self._template_scope(rc, input=visit_input, node=node.name)
-        messages: list[dict[str, Any]] = []
+        prompt: list[dict[str, Any]] = []
         tmpl = self.spec.template(node.name, "system")
         if tmpl is not None:
             # Rendered per call and never stored: a system prompt may quote the context.
-            messages.append({"role": "system", "content": tmpl.render(scope)})
+            prompt.append({"role": "system", "content": tmpl.render(scope)})
         view = await conversation_view(
             self.store,
             self.namespace,
@@ -849,8 +849,12 @@ class Executor(ToolCalls):
             # the head the run's view is at (just read, or left by its own last commit):
             # the inference's commit is computed against it and checks it
             at=rc.head,
+            units=node.memory_scope != "thread",  # _remembered: thread scope takes all
         )
-        messages += _remembered(rc, node, view)
+        # The view's list is its own (a whole buffer of a long thread: copied once here
+        # at most, the messages themselves shared with the process's kept view).
+        remembered = _remembered(rc, node, view)
+        messages = prompt + remembered if prompt else remembered
         # A summary policy may have committed a summary node: that moves the thread,
         # not the run. Anything new in the run means the plan is stale.
         # The view's own head (read after any summary it committed), not a new read; the
@@ -988,7 +992,7 @@ def _held(rc: RunContext, visit: Visit) -> Visit:
 def _remembered(rc: RunContext, node: LLMNode, view: ConversationView) -> list[dict[str, Any]]:
     """What of its conversation ``node`` is sent, by its ``memory_scope`` (seed 004)."""
     if node.memory_scope == "thread":
-        return list(view.messages)
+        return view.messages  # a list this view made for its caller
     units = [u for u in view.units if u.run == rc.run_id]
     if node.memory_scope == "call":
         # Only the node's current execution: the run's input when the run started here,

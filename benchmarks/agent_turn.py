@@ -69,7 +69,6 @@ SYSTEMS: dict[str, tuple[str, str]] = {
     # name: (label, interpreter: "tether" or "peers")
     "tether_window": ("tether Agent.step, Window(20)", "tether"),
     "tether_buffer": ("tether Agent.step, whole buffer", "tether"),
-    "tether_buffer_cold": ("tether Agent.step, whole buffer, no kept view", "tether"),
     "openai_agents": ("OpenAI Agents SDK Runner.run + SQLiteSession", "peers"),
     "langgraph_react": ("LangGraph create_react_agent + SqliteSaver", "peers"),
 }
@@ -81,10 +80,17 @@ PG_SYSTEMS: dict[str, tuple[str, str]] = {
     "tether_window_postgres": ("tether Agent.step, Window(20), PostgreSQL", "tether"),
     "tether_buffer_postgres": ("tether Agent.step, whole buffer, PostgreSQL", "tether"),
 }
+# Only in a long-thread run (--long): a whole-buffer view read whole every turn, as before
+# issue 43 (seeding it by its own turns would take the square of the history).
+LONG_SYSTEMS: dict[str, tuple[str, str]] = {
+    "tether_buffer_cold": ("tether Agent.step, whole buffer, no kept view", "tether"),
+}
+LONG = 10_000  # make bench's long thread
+QUICK_LONG = 200
 COUNTED = 5  # turns run with SQL tracing on, after the timed ones
 
 
-ALL_SYSTEMS = {**SYSTEMS, **PG_SYSTEMS}
+ALL_SYSTEMS = {**SYSTEMS, **PG_SYSTEMS, **LONG_SYSTEMS}
 
 
 def user_message(thread: str, turn: int) -> str:
@@ -775,6 +781,18 @@ def table(res: dict[str, Any]) -> list[str]:
     return lines
 
 
+def long_systems() -> list[str]:
+    """A long-thread run's systems: tether's whole buffer with its kept view and without,
+    its Window(20), and the peers."""
+    return [
+        "tether_buffer",
+        "tether_buffer_cold",
+        "tether_window",
+        "openai_agents",
+        "langgraph_react",
+    ]
+
+
 def long_table(res: dict[str, Any]) -> list[str]:
     """Markdown for ``--long``: per system, the median ms per turn at each history, and
     tether's own part of it (the turn less the scripted model's time: wall, and CPU in
@@ -870,7 +888,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         if args.workloads == ",".join(WORKLOADS):
             args.workloads = "plain"
         if args.systems is None and not args.worker:
-            args.systems = "tether_buffer,tether_buffer_cold,tether_window"
+            args.systems = ",".join(long_systems())
     hs = args.histories or ",".join(map(str, QUICK_HISTORIES if args.quick else HISTORIES))
     args.histories = [int(x) for x in hs.split(",") if x.strip()]
     if args.samples is None:

@@ -478,6 +478,28 @@ def agent_turn_section(results: dict[str, Any]) -> list[str]:
         "",
         *agent_turn_verdict(turn),
         "",
+        *long_turn_section(results),
+    ]
+
+
+def long_turn_section(results: dict[str, Any]) -> list[str]:
+    """The long-thread table (benchmarks/agent_turn.py --long) of this run, if it ran."""
+    turn = results.get("agent_turn_long")
+    if not turn:
+        return []
+    last = turn["histories"][-1]
+    return [
+        f"**One turn on a thread of {last:,} turns** (`benchmarks/agent_turn.py --long "
+        f"{last}`): the plain workload at 10 turns and at {last:,}, median of "
+        f"{turn['samples']} turns. tether's threads are seeded by a Window agent at "
+        "durability=normal (the same nodes), then timed at durability=full; the peers as "
+        "above. tether's own part of a turn is the turn less the scripted model's own time "
+        "(wall, and CPU in brackets: the fsyncs and a busy machine disturb wall time far "
+        "more). `no kept view`: every whole-buffer view reads and projects the thread again, "
+        "as before issue 43.",
+        "",
+        *agent_turn.long_table(turn),
+        "",
     ]
 
 
@@ -530,6 +552,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="also run benchmarks/agent_turn.py [on for the default systems]",
     )
     p.add_argument(
+        "--long-thread",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with the agent turn, a thread of N turns too (agent_turn.py --long N) "
+        f"[{agent_turn.LONG:,}; {agent_turn.QUICK_LONG} with --quick; 0: none]",
+    )
+    p.add_argument(
         "--floor-gap",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -568,6 +598,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         args.agent_turn = args.systems == ",".join(ALL)
     if args.http is None:
         args.http = args.systems == ",".join(ALL)
+    if args.long_thread is None:
+        args.long_thread = agent_turn.QUICK_LONG if args.quick else agent_turn.LONG
     chosen = {n.strip() for n in args.systems.split(",")}
     if args.floor_gap is None:
         args.floor_gap = {"tether_sqlite", "sqlite_floor"} <= chosen
@@ -620,6 +652,19 @@ def main(argv: list[str] | None = None) -> int:
             {"tether": Path(sys.executable), "peers": peers_py},
             out_dir,
             log=log,
+        )
+    long_turn: dict[str, Any] | None = None
+    if args.agent_turn and args.long_thread:
+        log(f"agent turn on a long thread (benchmarks/agent_turn.py --long {args.long_thread}) ...")
+        long_turn = agent_turn.run_all(
+            agent_turn.long_systems(),
+            ["plain"],
+            [10, args.long_thread],
+            3 if args.quick else 10,
+            {"tether": Path(sys.executable), "peers": peers_py},
+            out_dir / "long",
+            log=log,
+            fast_seed=True,
         )
 
     gap: dict[str, Any] | None = None
@@ -684,6 +729,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if turn is not None:
         results["agent_turn"] = turn
+    if long_turn is not None:
+        results["agent_turn_long"] = long_turn
     if gap is not None:
         results["floor_gap"] = gap
     if replays is not None:

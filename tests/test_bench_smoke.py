@@ -306,6 +306,32 @@ def test_agent_turn_runs_every_loop_on_a_durable_store(tmp_path: Path) -> None:
             )
 
 
+def test_agent_turn_long_thread_splits_out_the_models_time(tmp_path: Path) -> None:
+    # --long: tether's threads seeded by a Window agent, then timed with and without the
+    # kept view; each row gives tether's own part of a turn (the model's time aside).
+    at = load_bench("agent_turn")
+    py = Path(sys.executable)
+    res = at.run_all(
+        ["tether_buffer", "tether_buffer_cold"],
+        ["plain"],
+        [2, 30],
+        2,
+        {"tether": py, "peers": py},
+        tmp_path,
+        log=lambda m: None,
+        fast_seed=True,
+    )
+    for r in res["runs"]:
+        assert "error" not in r, r
+        for h in ("2", "30"):
+            v = r["histories"][h]
+            assert 0 < v["own_median_ms"] <= v["median_ms"] and "own_cpu_median_ms" in v, v
+            assert v["commits_per_turn"] >= 1
+    lines = at.long_table(res)
+    assert len(lines) == 4 and "tether's own ms @30 (CPU)" in lines[0]
+    assert "no kept view" in lines[3]
+
+
 def test_agent_turn_counts_round_trips_and_commits_on_postgres(
     tmp_path: Path, postgres_url: str
 ) -> None:

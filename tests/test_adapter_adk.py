@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("google.adk")
 
@@ -36,6 +38,7 @@ from google.adk.sessions.base_session_service import GetSessionConfig
 from google.genai import types
 
 from tether.adapters.adk import DuplicateEventId, InvalidStateValue, TetherSessionService
+from tether.core.errors import StoreError
 from tether.store import Store, open_store
 from tether.store.in_memory import MemoryStore
 
@@ -427,3 +430,66 @@ async def test_duplicate_ids_and_non_json_state_are_refused_with_nothing_written
     assert isinstance(bad.value, TypeError) and bad.value.code == "invalid_state_value"
     stored = await service.get_session(app_name=APP, user_id="u", session_id="s")
     assert stored is not None and _texts(stored) == ["one"] and stored.state == {"a": 1}
+
+
+async def test_the_same_event_again_is_a_no_op(service: TetherSessionService) -> None:
+    s = await service.create_session(app_name=APP, user_id="u", session_id="s")
+    ev = _event("once", delta={"n": 1, "user:k": "v"})
+    await service.append_event(s, ev)
+    before = await service.store.head(APP, "thread:u/s")
+    assert await service.append_event(s, ev) is ev
+    await service.append_event(s, ev.model_copy(deep=True))
+    assert (await service.store.head(APP, "thread:u/s")).sequence == before.sequence
+    assert _texts(s) == ["once"]  # the session object holds it once too
+    stored = await service.get_session(app_name=APP, user_id="u", session_id="s")
+    assert stored is not None and _texts(stored) == ["once"]
+    assert stored.state == {"n": 1, "user:k": "v"}
+
+
+async def test_afrom_url_and_async_with_close_only_an_owned_store(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'adk.db'}"
+    async with await TetherSessionService.afrom_url(url) as svc:
+        await svc.create_session(app_name=APP, user_id="u", session_id="s")
+    with pytest.raises(StoreError, match="closed"):  # the store it opened is closed
+        await svc.get_session(app_name=APP, user_id="u", session_id="s")
+    store = await open_store(url)
+    try:
+        async with TetherSessionService(store) as mine:
+            pass
+        got = await mine.get_session(app_name=APP, user_id="u", session_id="s")
+        assert got is not None  # a store passed in stays open
+    finally:
+        await store.close()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    stamps=st.lists(st.sampled_from([10.0, 20.0, 20.0, 30.0, 5.0]), min_size=1, max_size=12),
+    recent=st.none() | st.integers(min_value=1, max_value=6),
+    after=st.none() | st.sampled_from([5.0, 15.0, 20.0, 31.0]),
+)
+async def test_events_come_back_ordered_by_timestamp_then_id(
+    stamps: list[float], recent: int | None, after: float | None
+) -> None:
+    """As DatabaseSessionService's ORDER BY timestamp, id (with LIMIT for
+    num_recent_events), whatever order the timestamps were appended in."""
+    service = TetherSessionService(MemoryStore())
+    s = await service.create_session(app_name=APP, user_id="u", session_id="s")
+    for i, ts in enumerate(stamps):
+        ev = _event(f"e{i}", ts=ts)
+        ev.id = f"id-{(i * 7) % 13:02d}-{i}"
+        await service.append_event(s, ev)
+    keys = sorted((e.timestamp, e.id) for e in s.events)
+    if after is not None:
+        keys = [k for k in keys if k[0] >= after]
+    if recent is not None:
+        keys = keys[-recent:]
+    got = await service.get_session(
+        app_name=APP,
+        user_id="u",
+        session_id="s",
+        config=GetSessionConfig(num_recent_events=recent, after_timestamp=after),
+    )
+    assert got is not None and [(e.timestamp, e.id) for e in got.events] == keys

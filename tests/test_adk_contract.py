@@ -53,6 +53,17 @@ _MEMORY_DEDUPES = (
     "event whose id the session holds (primary key)"
 )
 _MEMORY_NO_STALE = "InMemorySessionService has no stale-session check"
+_SAME_EVENT_AGAIN = (
+    "the same event appended again (a retried call) is a no-op, as in ADK's "
+    "InMemorySessionService (ADK issue 5723); ADK's database services refuse it "
+    "(primary key). Another event under a held id is refused by all three"
+)
+_APPEND_ORDER = (
+    "returns events in append order; DatabaseSessionService orders them by (timestamp, id)"
+)
+_NO_CONTEXT_MANAGER = (
+    "is not an async context manager; DatabaseSessionService (and tether's service) are"
+)
 _MEMORY_RAW_STATE = (
     "InMemorySessionService keeps state values as given (a datetime stays a datetime); "
     "the database services store their JSON form"
@@ -63,6 +74,19 @@ _MEMORY_RAW_STATE = (
 DIFFERENCES: dict[tuple[str, str], str] = {
     ("duplicate_older_event", "adk_memory"): _MEMORY_DEDUPES,
     ("duplicate_newest_equal", "adk_memory"): _MEMORY_DEDUPES,
+    ("duplicate_older_event", "tether_memory"): _SAME_EVENT_AGAIN,
+    ("duplicate_older_event", "tether_sqlite"): _SAME_EVENT_AGAIN,
+    ("duplicate_newest_equal", "tether_memory"): _SAME_EVENT_AGAIN,
+    ("duplicate_newest_equal", "tether_sqlite"): _SAME_EVENT_AGAIN,
+    ("tied_timestamps", "adk_memory"): "InMemorySessionService " + _APPEND_ORDER,
+    ("tied_timestamps", "adk_sqlite"): "SqliteSessionService " + _APPEND_ORDER,
+    ("stale_session", "adk_sqlite"): (
+        "SqliteSessionService's StaleSessionError reads 'earlier than the update_time in "
+        "storage', not DatabaseSessionService's 'modified in storage' (tether's reads as "
+        "DatabaseSessionService's)"
+    ),
+    ("async_with", "adk_memory"): "InMemorySessionService " + _NO_CONTEXT_MANAGER,
+    ("async_with", "adk_sqlite"): "SqliteSessionService " + _NO_CONTEXT_MANAGER,
     ("duplicate_newest_different", "adk_memory"): _MEMORY_DEDUPES,
     ("stale_session", "adk_memory"): _MEMORY_NO_STALE,
     ("datetime_state", "adk_memory"): _MEMORY_RAW_STATE,
@@ -103,7 +127,10 @@ def _outcome(e: BaseException | None) -> str:
     if isinstance(e, AlreadyExistsError | IntegrityError | sqlite3.IntegrityError):
         return "refused: exists"
     if isinstance(e, StaleSessionError):
-        return "refused: stale"
+        # ADK's own tests match DatabaseSessionService's wording
+        return "refused: stale" + (
+            " (modified in storage)" if "modified in storage" in str(e) else ""
+        )
     if isinstance(e, SessionNotFoundError):
         return "refused: not found"
     if isinstance(e, TypeError | ValueError):
@@ -139,7 +166,11 @@ def _events(s: Session | None) -> list[tuple[str, str, str]]:
     if s is None:
         return []
     return [
-        (e.id, e.author, "".join(p.text or "" for p in (e.content.parts or [])) if e.content else "")
+        (
+            e.id,
+            e.author,
+            "".join(p.text or "" for p in (e.content.parts or [])) if e.content else "",
+        )
         for e in s.events
     ]
 
@@ -224,6 +255,36 @@ async def stale_session(svc: BaseSessionService) -> dict[str, Any]:
     return {"late": late, "get": await _view(svc, "u", "s")}
 
 
+async def tied_timestamps(svc: BaseSessionService) -> dict[str, Any]:
+    """Events sharing a timestamp, appended in reverse id order, then one earlier than
+    them (ADK's database service orders by timestamp, then id)."""
+    s = await svc.create_session(app_name=APP, user_id="u", session_id="s")
+    for eid in ("e_z", "e_m", "e_a"):
+        ev = _event(eid, eid=eid)
+        ev.timestamp = 100.0
+        await svc.append_event(s, ev)
+    early = _event("early", eid="e_0")
+    early.timestamp = 50.0
+    await svc.append_event(s, early)
+    recent = await _get(svc, "u", "s", config=GetSessionConfig(num_recent_events=2))
+    after = await _get(svc, "u", "s", config=GetSessionConfig(after_timestamp=60.0))
+    return {
+        "get": await _view(svc, "u", "s"),
+        "recent 2": _events(recent),
+        "after 60": _events(after),
+    }
+
+
+async def async_with(svc: BaseSessionService) -> dict[str, Any]:
+    """``async with service``, as ADK's tests open DatabaseSessionService."""
+    try:
+        async with svc as entered:  # type: ignore[attr-defined]
+            s = await entered.create_session(app_name=APP, user_id="u", session_id="s")
+            return {"entered is service": entered is svc, "created": s.id}
+    except (TypeError, AttributeError) as e:
+        return {"refused": type(e).__name__}
+
+
 async def missing_session(svc: BaseSessionService) -> dict[str, Any]:
     ghost = Session(id="ghost", app_name=APP, user_id="u")
     return {"append": await _try(svc.append_event(ghost, _event("hi", eid="e1")))}
@@ -232,9 +293,7 @@ async def missing_session(svc: BaseSessionService) -> dict[str, Any]:
 async def datetime_state(svc: BaseSessionService) -> dict[str, Any]:
     when = dt.datetime(2026, 12, 1, 18, 30, tzinfo=dt.UTC)
     day = dt.date(2026, 12, 1)
-    s = await svc.create_session(
-        app_name=APP, user_id="u", session_id="s", state={"created": when}
-    )
+    s = await svc.create_session(app_name=APP, user_id="u", session_id="s", state={"created": when})
     await svc.append_event(
         s, _event("at", delta={"at": when, "user:day": day, "app:t": when}, eid="e1")
     )
@@ -289,6 +348,8 @@ SCENARIOS: dict[str, Callable[[BaseSessionService], Awaitable[dict[str, Any]]]] 
         duplicate_newest_equal,
         duplicate_newest_different,
         stale_session,
+        tied_timestamps,
+        async_with,
         missing_session,
         datetime_state,
         non_json_state,

@@ -23,18 +23,25 @@ Where ADK's state goes (docs/adapters.md):
   changes (in up to three scopes) commit in one transaction.
 
 ``append_event`` follows ADK's database services: it refuses a session object
-older than the stored session (``StaleSessionError``) and an event whose id the
-session already holds (``DuplicateEventId``, an ADK ``AlreadyExistsError``), and
-stores state values in their JSON form (a datetime as its ISO string). The empty
+older than the stored session (``StaleSessionError``, with their message) and
+stores state values in their JSON form (a datetime as its ISO string). An event
+whose id the session already holds is a no-op when it is the same event (a
+retried call, ADK issue 5723, as ``InMemorySessionService``) and refused when it
+is another one (``DuplicateEventId``, an ADK ``AlreadyExistsError``). Events come
+back ordered by timestamp, then id, as ``DatabaseSessionService`` orders them.
+The service is an async context manager (``async with``), as
+``DatabaseSessionService`` is; ``close()`` closes only a store it opened. The empty
 user id is accepted, as every ADK service accepts it. Where ADK's own services
 differ, docs/adapters.md lists it (tests/test_adk_contract.py runs them side by side).
 """
 
 from __future__ import annotations
 
+import heapq
 import time
 import uuid
 from collections.abc import AsyncIterator
+from types import TracebackType
 from typing import Any, Final
 
 from google.adk.errors import StaleSessionError
@@ -54,16 +61,17 @@ from pydantic_core import to_jsonable_python
 from ..core import scopes
 from ..core.errors import InvalidRequest
 from ..core.graph import CausalNode
-from ..store import Store
+from ..store import Store, open_store
 from ..store.txn import Transaction, transact
 
 __all__ = ["DuplicateEventId", "InvalidStateValue", "TetherSessionService"]
 
 
 class DuplicateEventId(InvalidRequest, AlreadyExistsError):
-    """An event whose id the session already holds. Nothing is written: ADK's database
-    services refuse it too (the event id is part of their primary key). An
-    ``AlreadyExistsError``, as ADK raises for a session id that is taken."""
+    """Another event under an id the session already holds (the same event again is a
+    no-op). Nothing is written: ADK's database services refuse it too (the event id
+    is part of their primary key). An ``AlreadyExistsError``, as ADK raises for a
+    session id that is taken."""
 
     default_code = "duplicate_event_id"
 
@@ -75,11 +83,18 @@ class InvalidStateValue(InvalidRequest, TypeError):
 
     default_code = "invalid_state_value"
 
+
 _PAGE: Final = 256
 _FIRST: Final = 8
 _SESSION_KEY: Final = "adk:session"
 _KEY_PREFIX: Final = "adk:event:"  # + the event id: an event node's resource key
 _ID: Final = "@id"  # a hole (_punch) filled from the node's resource key: the event id
+# ADK's own text (database_session_service._STALE_SESSION_ERROR_MESSAGE), which its
+# tests match ("modified in storage")
+_STALE: Final = (
+    "The session has been modified in storage since it was loaded. "
+    "Please reload the session before appending more events."
+)
 
 
 def _quote_user(user_id: str) -> str:
@@ -105,9 +120,7 @@ def _json_deltas(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
     try:
         safe: dict[str, dict[str, Any]] = to_jsonable_python(deltas)
     except Exception as e:  # pydantic_core's PydanticSerializationError and kin
-        raise InvalidStateValue(
-            f"a state value has no JSON form: {e}", field="state"
-        ) from e
+        raise InvalidStateValue(f"a state value has no JSON form: {e}", field="state") from e
     return safe
 
 
@@ -229,6 +242,34 @@ class TetherSessionService(BaseSessionService):
         self.store = store
         self.namespace_prefix = namespace_prefix
         self.llm = llm
+        self._owns_store = False
+
+    @classmethod
+    async def afrom_url(cls, url: str, **kw: Any) -> TetherSessionService:
+        """Open a store by URL; the service owns it: ``close()`` (or leaving
+        ``async with``) closes it, as ``DatabaseSessionService(db_url)`` disposes the
+        engine it made."""
+        service = cls(await open_store(url), **kw)
+        service._owns_store = True
+        return service
+
+    async def close(self) -> None:
+        """Close the store if ``afrom_url`` opened it; a store passed in stays open
+        (as ``DatabaseSessionService`` leaves a caller's engine)."""
+        if self._owns_store:
+            self._owns_store = False
+            await self.store.close()
+
+    async def __aenter__(self) -> TetherSessionService:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
 
     # -- names -------------------------------------------------------------------
 
@@ -271,6 +312,38 @@ class TetherSessionService(BaseSessionService):
                 return
             before = page[-1].sequence
             size = _PAGE
+
+    async def _ordered_events(
+        self, ns: str, thread: str, recent: int | None, after: float | None
+    ) -> list[CausalNode]:
+        """The session's event nodes ordered as ``DatabaseSessionService`` orders its
+        rows: by timestamp, then id; ``recent``: the last N of that order; ``after``:
+        only those at or after it. The walk goes newest first (append order) and
+        stops once no older event can qualify: each event carries the largest
+        timestamp appended up to it (``m``, kept only where it exceeds the event's
+        own), so an event with a timestamp older than one before it never hides."""
+        chosen: list[tuple[float, str, CausalNode]] = []
+        top: list[tuple[float, str]] = []  # min-heap of the best ``recent`` keys
+        async for n in self._events_back(ns, thread):
+            ts = float(n.payload["event"]["timestamp"])
+            most = float(n.payload.get("m", ts))
+            if after is not None and most < after:
+                break  # every older event is at most ``most``
+            if recent is not None and len(top) >= recent and most < top[0][0]:
+                break  # no older event reaches the recent ones
+            if after is not None and ts < after:
+                continue
+            eid = (n.resource_key or "")[len(_KEY_PREFIX) :]
+            chosen.append((ts, eid, n))
+            if recent is not None:
+                if len(top) < recent:
+                    heapq.heappush(top, (ts, eid))
+                elif (ts, eid) > top[0]:
+                    heapq.heapreplace(top, (ts, eid))
+        chosen.sort(key=lambda c: (c[0], c[1]))
+        if recent is not None:
+            chosen = chosen[-recent:]
+        return [n for _, _, n in chosen]
 
     async def _last_update(self, ns: str, thread: str, record: CausalNode) -> float:
         async for n in self._events_back(ns, thread, first=_FIRST):
@@ -346,14 +419,10 @@ class TetherSessionService(BaseSessionService):
         after = config.after_timestamp if config else None
         events: list[Event] = []
         if recent != 0:
-            async for n in self._events_back(ns, thread):
-                ev = n.payload["event"]
-                if after is not None and ev["timestamp"] < after:
-                    break
-                events.append(Event.model_validate(_event_data(n)))
-                if recent is not None and len(events) >= recent:
-                    break
-        events.reverse()
+            events = [
+                Event.model_validate(_event_data(n))
+                for n in await self._ordered_events(ns, thread, recent, after)
+            ]
         last = await self._last_update(ns, thread, record)
         return Session(
             id=session_id,
@@ -412,32 +481,38 @@ class TetherSessionService(BaseSessionService):
         deltas = _json_deltas(event.actions.state_delta if event.actions else {})
         kind, payload = _event_node(event, self.llm)
 
-        async def fn(txn: Transaction) -> None:
+        data = event.model_dump(mode="json", exclude_none=True)
+
+        async def fn(txn: Transaction) -> bool:
             record = await txn.resource_head(thread, _SESSION_KEY)
             if record is None:
                 raise SessionNotFoundError(f"Session {session.id} not found.")
             head = await txn.head(thread)
-            async for last in self._events_back(
-                ns, thread, before=head.sequence + 1, first=_FIRST
-            ):
+            most = event.timestamp
+            async for last in self._events_back(ns, thread, before=head.sequence + 1, first=_FIRST):
                 stored = float(last.payload["event"]["timestamp"])
                 if stored > session.last_update_time:
-                    raise StaleSessionError(
-                        "The last_update_time provided in the session object is earlier than "
-                        "the update time in storage; get the session again and retry."
-                    )
+                    raise StaleSessionError(_STALE)
+                most = max(most, float(last.payload.get("m", stored)))
                 break
-            # As ADK's database services: an event id the session holds is refused
-            # (their primary key), whether the event is equal or not.
-            if await txn.resource_head(thread, _event_key(event.id)) is not None:
+            held = await txn.resource_head(thread, _event_key(event.id))
+            if held is not None:
+                # The same event again (a retried call) is a no-op, as in ADK's
+                # InMemorySessionService (its issue 5723); another event under that id
+                # is refused, as ADK's database services refuse it (primary key).
+                if held.payload.get("adk") == "event" and _event_data(held) == data:
+                    return False
                 raise DuplicateEventId(
-                    f"session {session.id!r} already holds an event with id {event.id!r}",
+                    f"session {session.id!r} already holds another event with id {event.id!r}",
                     field="event.id",
                 )
             await self._write_state(txn, session.user_id, thread, deltas)
-            await txn.append(thread, kind, payload, resource_key=_event_key(event.id))
+            node = payload if most == event.timestamp else {**payload, "m": most}
+            await txn.append(thread, kind, node, resource_key=_event_key(event.id))
+            return True
 
-        await transact(self.store, ns, fn)
+        if not await transact(self.store, ns, fn):
+            return event
         session.last_update_time = event.timestamp
         self._commit_event_to_session(session, event)
         return event

@@ -26,12 +26,13 @@ The result is what LangGraph's default computes over this saver's ``get_tuple``
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, get_checkpoint_id
 
 from ..core.graph import CausalNode
+from ..store import Store
 from ..store.base import JsonCodec
 from ._lg_keys import (
     configurable,
@@ -45,14 +46,34 @@ from ._lg_keys import (
     w_prefix,
     write_records,
 )
-
-if TYPE_CHECKING:
-    from .langgraph import TetherSaver
+from ._values import LRU
 
 _ALL: Final = 1_000_000
 
 
 _RECENT_KEEP: Final = 1024  # newest nodes of a thread kept between calls (``_Pages``)
+
+
+class Saver(Protocol):
+    """What the walk reads through: ``TetherSaver`` has it. This module owns the
+    shape, so it never imports the saver (``langgraph.py`` imports this module)."""
+
+    store: Store
+    namespace: str
+    _recent: LRU[tuple[str, str], tuple[int, list[CausalNode]]]
+
+    async def _pointer(self, scope: str, e: str, cid: str) -> CausalNode | None: ...
+
+    async def _latest(self, scope: str, ns: str) -> CausalNode | None: ...
+
+    async def _deleted(self, scope: str, e: str) -> set[str]: ...
+
+    async def _resolve(
+        self,
+        scope: str,
+        refs: Sequence[dict[str, Any]],
+        known: dict[str, CausalNode] | None = None,
+    ) -> list[Any]: ...
 
 
 class _Pages:
@@ -70,7 +91,7 @@ class _Pages:
 
     def __init__(
         self,
-        saver: TetherSaver,
+        saver: Saver,
         scope: str,
         e: str,
         recent: tuple[int, list[CausalNode]] | None = None,
@@ -149,7 +170,7 @@ class _Pages:
 
 
 async def delta_history(
-    saver: TetherSaver, config: RunnableConfig, channels: Sequence[str]
+    saver: Saver, config: RunnableConfig, channels: Sequence[str]
 ) -> Mapping[str, DeltaChannelHistory]:
     if not channels:
         return {}

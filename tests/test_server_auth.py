@@ -432,7 +432,7 @@ def test_prefix_patterns_allow_names_that_start_with_the_prefix(
 
 
 @given(
-    grants=st.lists(st.sampled_from([*GRANTS, "state.*", "agent.*"]), max_size=4),
+    grants=st.lists(st.sampled_from([*GRANTS, "state.*", "agent.*", "memory.*"]), max_size=4),
     asked=st.sampled_from(GRANTS),
 )
 def test_grants_allow_exactly_what_they_name(grants: list[str], asked: str) -> None:

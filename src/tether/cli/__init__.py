@@ -21,6 +21,9 @@ Exit codes (also in ``tether --help``):
     3  verification failed, or a snapshot is invalid
     4  conflict: another writer moved the state, or the target scope is not empty
 
+``tether mcp`` serves the store as an MCP memory server (tether.mcp.cli; the SDK, the
+``mcp`` extra, is imported only when it starts).
+
 A ``serve`` command is added when ``tether.server`` provides one (a click command
 named ``serve`` in ``tether.server.cli``); without it, ``tether serve`` says what
 to install.
@@ -906,6 +909,10 @@ def _add_serve() -> None:
 
 
 _add_serve()
+
+from ..mcp.cli import mcp_group as _mcp_group  # noqa: E402  (imports no MCP SDK)
+
+main.add_command(_mcp_group)
 
 from . import recall_cmd as _recall_cmd  # noqa: E402,F401  (registers recall and reindex)
 

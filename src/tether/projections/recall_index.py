@@ -101,12 +101,21 @@ def use_vector_table(store: Store, table: VectorTable) -> None:
 def memory_text(payload: dict[str, Any]) -> str:
     """What is embedded for a memory: its content (text as is, anything else as canonical
     JSON); for agent memory ``"<key>: <content>"``, since the model names its keys; for a
-    LangGraph item (``lg_store``) its value."""
+    LangGraph item (``lg_store``) its value; for an MCP knowledge graph entity
+    ``"<name> (<entityType>): <observations>"``, for a relation ``"<from> <type> <to>"``."""
     content = payload.get("content")
     if payload.get("type") == "lg_store" and isinstance(content, dict) and "value" in content:
         # a LangGraph item: its value, not its timestamps (they would make the vector
         # depend on when the item was written)
         content = content["value"]
+    if payload.get("type") == "kg_entity" and isinstance(content, dict):
+        # an MCP knowledge graph entity (tether.mcp): its name, type and observations
+        # as a sentence, not its JSON (whose keys and order numbers mean nothing)
+        observations = content.get("observations")
+        said = "; ".join(map(str, observations)) if isinstance(observations, list) else ""
+        return f"{content.get('name')} ({content.get('entityType')}): {said}"
+    if payload.get("type") == "kg_relation" and isinstance(content, dict):
+        return f"{content.get('from')} {content.get('relationType')} {content.get('to')}"
     text = content if isinstance(content, str) else canonical_json(content).decode()
     if payload.get("type") == "agent_memory":
         key = str(payload.get("key"))

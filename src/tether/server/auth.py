@@ -15,10 +15,12 @@ Each token names its **grants** (operations) and **namespaces**::
 
 (JSON or YAML). ``sha256`` is ``hashlib.sha256(token.encode()).hexdigest()``;
 ``token_env`` names an environment variable holding the token itself, hashed at
-load. A grant is an operation name (``GRANTS``), ``state.*``, ``agent.*`` or ``*``
-(``state.erase``, erasing a user of an encrypted store for good, is in ``state.*``;
+load. A grant is an operation name (``GRANTS``), ``state.*``, ``agent.*``, ``memory.*``
+or ``*`` (``state.erase``, erasing a user of an encrypted store for good, is in ``state.*``;
 ``metrics``, reading ``GET /metrics``, needs namespaces ``*`` too, since metrics sum
-every namespace); a namespace pattern is a name, a prefix ending in ``*``, or ``*`` for all.
+every namespace; ``memory.read`` and ``memory.write`` are the read and write tools of
+``tether mcp --http``); a namespace pattern is a name, a prefix ending in ``*``, or ``*``
+for all.
 ``TETHER_TOKEN`` in the environment adds a single token named ``env`` with every
 grant on every namespace (for development).
 
@@ -87,8 +89,10 @@ GRANTS: Final[tuple[str, ...]] = (
     "agent.step",
     "agent.approve",
     "metrics",
+    "memory.read",
+    "memory.write",
 )
-_GRANT_PATTERNS: Final = frozenset({*GRANTS, "state.*", "agent.*", "*"})
+_GRANT_PATTERNS: Final = frozenset({*GRANTS, "state.*", "agent.*", "memory.*", "*"})
 ENV_TOKEN: Final = "TETHER_TOKEN"
 ENV_TOKENS_FILE: Final = "TETHER_TOKENS_FILE"
 ENV_JWT_SECRET: Final = "TETHER_JWT_SECRET"
@@ -149,7 +153,7 @@ class Token:
             if g not in _GRANT_PATTERNS:
                 raise AuthConfigError(
                     f"token {self.name!r}: unknown grant {g!r}; use one of "
-                    f"{', '.join(GRANTS)}, state.*, agent.* or *",
+                    f"{', '.join(GRANTS)}, state.*, agent.*, memory.* or *",
                     field="grants",
                 )
         if not self.namespaces:

@@ -1,0 +1,169 @@
+"""The MCP server: ``tools.TOOLS`` on the official ``mcp`` SDK, over stdio or streamable HTTP.
+
+stdio (what desktop clients start): one namespace and one user, given at start.
+HTTP: every request carries a bearer token, checked as ``tether serve`` checks it
+(``tether.server.auth``: a tokens file, ``$TETHER_TOKEN``, HS256 JWTs); a request
+without a known token is answered 401 before the MCP layer sees it. A token's grants
+say what it may call (``memory.read`` for reads, ``memory.write`` for writes,
+``state.history`` too for ``read_thread``); the namespace is the token's one
+namespace, else the server's; the user is the one given at start, else the token's
+name, so each token has its own memory unless ``--user`` says otherwise.
+
+This module imports the SDK: ``tether.mcp.cli`` imports it only when a server starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import mcp_types as types
+import orjson
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+
+from .. import __version__
+from ..core import scopes
+from ..server.auth import Forbidden, Token, Tokens, Unauthorized
+from ..store.base import Store
+from .tools import TOOLS, Memory, ToolResult, call_tool
+
+__all__ = ["McpHost", "bearer_auth", "build_server"]
+
+INSTRUCTIONS: Final = (
+    "Long-term memory kept by tether: a knowledge graph of entities, relations and "
+    "observations (the reference memory server's tools), and remembered facts with "
+    "recall by meaning, history and undo. Every write is a durable, versioned commit."
+)
+_TOKEN_KEY: Final = "tether_token"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class McpHost:
+    """What every caller shares: the store, the namespace and user given at start
+    (``user`` None: each token's name), the tokens (None: stdio, no tokens), and the
+    embedder factory for ``recall``."""
+
+    store: Store
+    namespace: str
+    user: str | None
+    embedder: Callable[[], Any]
+    tokens: Tokens | None = None
+
+    def memory(self, token: Token | None, grants: tuple[str, ...]) -> Memory:
+        """The memory a call works on; ``Forbidden`` when the token lacks a grant."""
+        namespace, user = self.namespace, self.user
+        if token is not None:
+            namespace = token.only_namespace or self.namespace
+            for g in grants:
+                token.require(g, namespace)
+            user = user or token.name
+        if user is None:
+            raise Unauthorized("no user: start the server with --user, or send a token")
+        return Memory(
+            store=self.store,
+            namespace=namespace,
+            scope=scopes.user(user),
+            embedder=self.embedder,
+        )
+
+
+def _token_of(ctx: ServerRequestContext[Any, Any]) -> Token | None:
+    request = ctx.request
+    state = getattr(request, "scope", {}).get("state", {}) if request is not None else {}
+    token = state.get(_TOKEN_KEY) if isinstance(state, MutableMapping) else None
+    return token if isinstance(token, Token) else None
+
+
+def _result(r: ToolResult) -> types.CallToolResult:
+    meta = {"tether": {"error": r.error}} if r.error is not None else None
+    return types.CallToolResult.model_validate(
+        {
+            "content": [{"type": "text", "text": r.text}],
+            "structuredContent": r.structured,
+            "isError": r.is_error,
+            **({"_meta": meta} if meta else {}),
+        }
+    )
+
+
+def build_server(host: McpHost) -> Server[Any]:
+    """The low-level MCP server: ``tools/list`` and ``tools/call`` on ``host``."""
+    listing = types.ListToolsResult(
+        tools=[types.Tool.model_validate(t.listing()) for t in TOOLS.values()]
+    )
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return listing
+
+    async def call(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        tool = TOOLS.get(params.name)
+        token = _token_of(ctx)
+        if host.tokens is not None and token is None:  # the HTTP layer lets none through
+            raise Unauthorized("send a bearer token: Authorization: Bearer <token>")
+        try:
+            memory = host.memory(token, tool.grants if tool else ("memory.read",))
+        except (Forbidden, Unauthorized) as e:
+            return _result(ToolResult(text=e.message, is_error=True, error=e.to_dict()))
+        return _result(await call_tool(memory, params.name, params.arguments))
+
+    return Server(
+        "tether",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call,
+    )
+
+
+ASGIApp = Callable[
+    [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
+    Awaitable[None],
+]
+
+
+def bearer_auth(app: ASGIApp, tokens: Tokens) -> ASGIApp:
+    """An ASGI wrapper: every HTTP request needs a token ``tokens`` knows (else 401,
+    with tether's error shape); the token rides in the request's state to the tools."""
+
+    async def wrapped(
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[Any], Awaitable[None]],
+    ) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        header = ""
+        for k, v in scope.get("headers", []):
+            if k.lower() == b"authorization":
+                header = v.decode("latin-1")
+        scheme, _, presented = header.partition(" ")
+        try:
+            if scheme.lower() != "bearer":
+                raise Unauthorized("send a bearer token: Authorization: Bearer <token>")
+            token = tokens.authenticate(presented.strip())
+        except Unauthorized as e:
+            body = orjson.dumps({"error": e.to_dict()})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                        (b"www-authenticate", b'Bearer realm="tether"'),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        scope.setdefault("state", {})[_TOKEN_KEY] = token
+        await app(scope, receive, send)
+
+    return wrapped

@@ -1,10 +1,11 @@
 """The layers of docs/architecture.md, checked: imports only look down.
 
     core  <  store  <  crypto  <  projections  <  control  <  models < runtime, adapters
-          <  server, client, cli
+          <  server, client  <  mcp  <  cli
 
 (``crypto`` sits on ``store``: it wraps a backend and uses its key-table hook;
-``runtime`` uses ``models``.) Two checks: every import statement in src/tether
+``runtime`` uses ``models``; ``mcp`` checks tokens with ``server.auth``, and ``cli``
+starts it.) Two checks: every import statement in src/tether
 (function-level ones too) names a package its own may import, and no package
 imports another's private (``_x``) module; then, in fresh interpreters, importing a
 package loads nothing above it, and a plaintext store never loads the cipher.
@@ -35,7 +36,8 @@ BELOW: dict[str, set[str]] = {
     "adapters": {"core", "store", "crypto", "projections", "control"},
     "server": {"core", "store", "crypto", "projections", "control", "models", "runtime"},
     "client": {"core", "store", "crypto", "projections", "control"},
-    "cli": {"core", "store", "crypto", "projections", "control", "models", "runtime"},
+    "mcp": {"core", "store", "crypto", "projections", "control", "server"},
+    "cli": {"core", "store", "crypto", "projections", "control", "models", "runtime", "mcp"},
 }
 
 

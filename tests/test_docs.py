@@ -6,8 +6,9 @@ subprocess per file, tests/_docs_driver.py), top-level ``await`` allowed as in
 shell blocks (```sh / ```bash) run in order in one ``bash -euo pipefail``, in a temporary
 directory, with this interpreter's ``tether`` first on PATH.
 
-A YAML/JSON/TOML block whose first line is a ``# some/path.yaml`` comment is saved to that
-path in the working directory first, as a reader saving it would.
+A YAML/JSON/TOML block whose first line is a ``# some/path.yaml`` comment, or whose fence
+names it as its title (```` ```json title="some/path.json" ````), is saved to that path in
+the working directory first, as a reader saving it would.
 
 A block is skipped only when its fence says so (```python skip) or its first line is a
 visible ``# needs: ...`` comment saying what a laptop lacks. ``# needs: postgres`` and
@@ -83,6 +84,19 @@ def blocks_of(path: Path) -> list[Block]:
     return out
 
 
+def saved_as(block: Block) -> str | None:
+    """Where a file block is saved before the page's Python runs: the path its first line
+    names (``# config/app.yaml``), or its title (```` ```json title="config.json" ````,
+    for JSON, which has no comments; the site shows the title above the block)."""
+    if block.lang not in FILES:
+        return None
+    first = re.match(r"#\s*([\w./-]+\.(?:ya?ml|json|toml|txt))\s*$", block.code.split("\n")[0])
+    if first:
+        return first.group(1)
+    titled = re.search(r'\btitle="([\w./-]+\.(?:ya?ml|json|toml|txt))"', block.flags)
+    return titled.group(1) if titled else None
+
+
 def skip_reason(block: Block) -> str | None:
     """Why a block does not run here (None: it runs)."""
     if "skip" in block.flags.split():
@@ -145,11 +159,11 @@ def test_python_blocks_run_as_pasted(
         pytest.skip(f"every Python block of {path.name} is skipped: {skipped}")
     work = tmp_path / "cwd"
     work.mkdir()
-    for b in blocks_of(path):  # files the page shows, saved where their first line says
-        saved = re.match(r"#\s*([\w./-]+\.(?:ya?ml|json|toml|txt))\s*$", b.code.split("\n")[0])
-        if b.lang in FILES and saved and skip_reason(b) is None:
-            (work / saved.group(1)).parent.mkdir(parents=True, exist_ok=True)
-            (work / saved.group(1)).write_text(b.code)
+    for b in blocks_of(path):  # files the page shows, saved where the block names them
+        name = saved_as(b)
+        if name is not None and skip_reason(b) is None:
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            (work / name).write_text(b.code)
     blocks_file, results_file = tmp_path / "blocks.json", tmp_path / "results.json"
     blocks_file.write_text(
         json.dumps([{"file": str(b.file), "line": b.line, "code": b.code} for b in run])
@@ -215,6 +229,8 @@ def test_block_parser_sees_fences_flags_and_markers(tmp_path: Path) -> None:
     ]
     assert skip_reason(blocks_of(md)[1]) == "fenced `skip`"
     assert blocks_of(md)[3].needs == "postgres"
+    md.write_text('```json title="cfg/app.json"\n{}\n```\n```yaml\n# a.yaml\nx: 1\n```\n')
+    assert [saved_as(b) for b in blocks_of(md)] == ["cfg/app.json", "a.yaml"]
 
 
 def test_user_docs_never_speak_in_internal_names() -> None:

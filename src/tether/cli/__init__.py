@@ -21,7 +21,7 @@ Exit codes (also in ``tether --help``):
     3  verification failed, or a snapshot is invalid
     4  conflict: another writer moved the state, or the target scope is not empty
 
-``tether mcp`` serves the store as an MCP memory server (tether.mcp.cli; the SDK, the
+``tether mcp`` serves the store as an MCP memory server (cli/mcp_cmd.py; the SDK, the
 ``mcp`` extra, is imported only when it starts).
 
 A ``serve`` command is added when ``tether.server`` provides one (a click command
@@ -910,10 +910,7 @@ def _add_serve() -> None:
 
 _add_serve()
 
-from ..mcp.cli import mcp_group as _mcp_group  # noqa: E402  (imports no MCP SDK)
-
-main.add_command(_mcp_group)
-
+from . import mcp_cmd as _mcp_cmd  # noqa: E402,F401  (registers mcp; imports no MCP SDK)
 from . import recall_cmd as _recall_cmd  # noqa: E402,F401  (registers recall and reindex)
 
 

@@ -14,7 +14,7 @@ This module imports the SDK: ``tether.mcp.cli`` imports it only when a server st
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -25,11 +25,11 @@ from mcp.server.lowlevel import Server
 
 from .. import __version__
 from ..core import scopes
-from ..server.auth import Forbidden, Token, Tokens, Unauthorized
+from ..server.auth import ENV_TOKENS_FILE, Forbidden, Token, Tokens, Unauthorized
 from ..store.base import Store
 from .tools import TOOLS, Memory, ToolResult, call_tool
 
-__all__ = ["McpHost", "bearer_auth", "build_server"]
+__all__ = ["McpHost", "bearer_auth", "build_server", "load_tokens"]
 
 INSTRUCTIONS: Final = (
     "Long-term memory kept by tether: a knowledge graph of entities, relations and "
@@ -67,6 +67,15 @@ class McpHost:
             scope=scopes.user(user),
             embedder=self.embedder,
         )
+
+
+def load_tokens(tokens_file: str | None, env: Mapping[str, str]) -> Tokens:
+    """The tokens ``tether serve`` would accept: the tokens file (if given) plus
+    ``$TETHER_TOKEN`` and ``$TETHER_JWT_SECRET`` (if set), or what the environment names."""
+    if tokens_file is None:
+        return Tokens.from_env(env)
+    rest = {k: v for k, v in env.items() if k != ENV_TOKENS_FILE}
+    return Tokens.from_file(tokens_file, env=env).merged(Tokens.from_env(rest))
 
 
 def _token_of(ctx: ServerRequestContext[Any, Any]) -> Token | None:

@@ -4,9 +4,9 @@
     tether --store postgresql://... -n acme mcp --http --port 8766   # streamable HTTP, tokens
     tether --store ~/tether-memory.db mcp import-memory memory.jsonl --user me
 
-Only click here: the MCP SDK (the ``mcp`` extra) is imported when a server starts, so
-``tether --help`` and ``import-memory`` work without it, and a server started without
-it says which extra to install.
+The MCP SDK (the ``mcp`` extra) is imported only when a server starts
+(``tether.mcp.server``), so ``tether --help`` and ``import-memory`` work without it, and a
+server started without it says which extra to install.
 """
 
 from __future__ import annotations
@@ -22,7 +22,10 @@ from typing import Any
 
 import click
 
+from ..core import scopes
 from ..core.errors import InvalidRequest, NotFound, TetherError
+from ..store.base import Store
+from . import _fail, _open, _settings, emit, main, run
 
 __all__ = ["mcp_group"]
 
@@ -49,16 +52,7 @@ def _embedder_factory(name: str | None) -> Any:
     return make
 
 
-def _tokens(tokens_file: str | None) -> Any:
-    from ..server.auth import ENV_TOKENS_FILE, Tokens
-
-    if tokens_file is None:
-        return Tokens.from_env(os.environ)
-    rest = {k: v for k, v in os.environ.items() if k != ENV_TOKENS_FILE}
-    return Tokens.from_file(tokens_file, env=os.environ).merged(Tokens.from_env(rest))
-
-
-@click.group(name="mcp", invoke_without_command=True)
+@main.group(name="mcp", invoke_without_command=True)
 @click.option(
     "--user",
     "-u",
@@ -92,8 +86,6 @@ def mcp_group(
     and user: the reference memory server's tools, plus remember, recall, forget,
     history, undo and read_thread. Needs tether[mcp].
     """
-    from ..cli import _fail, _open, _settings
-
     ctx.meta["tether.mcp.user"] = user
     if ctx.invoked_subcommand is not None:
         return
@@ -101,8 +93,6 @@ def mcp_group(
     try:
         _require_sdk()
         if user is not None:
-            from ..core import scopes
-
             scopes.user(user)
         if not http and user is None:
             raise InvalidRequest(
@@ -128,10 +118,10 @@ def mcp_group(
         pass
 
 
-async def _serve_stdio(store: Any, namespace: str, user: str | None, make: Any) -> None:
+async def _serve_stdio(store: Store, namespace: str, user: str | None, make: Any) -> None:
     from mcp.server.stdio import stdio_server
 
-    from .server import McpHost, build_server
+    from ..mcp.server import McpHost, build_server
 
     server = build_server(McpHost(store=store, namespace=namespace, user=user, embedder=make))
     async with stdio_server() as (read, write):
@@ -139,7 +129,7 @@ async def _serve_stdio(store: Any, namespace: str, user: str | None, make: Any) 
 
 
 async def _serve_http(
-    store: Any,
+    store: Store,
     namespace: str,
     user: str | None,
     make: Any,
@@ -149,9 +139,9 @@ async def _serve_http(
 ) -> None:
     import uvicorn
 
-    from .server import McpHost, bearer_auth, build_server
+    from ..mcp.server import McpHost, bearer_auth, build_server, load_tokens
 
-    tokens = _tokens(tokens_file)
+    tokens = load_tokens(tokens_file, os.environ)
     if not tokens.configured:
         raise InvalidRequest(
             "the HTTP server needs tokens: set $TETHER_TOKEN, pass --tokens FILE, or set "
@@ -188,9 +178,7 @@ async def _serve_http(
 def import_memory(ctx: click.Context, file: Path, user: str | None) -> None:
     """Import the reference memory server's file (memory.jsonl) into a user's knowledge
     graph, in one commit, keeping its order. The user's graph must be empty."""
-    from ..cli import _fail, _settings, emit, run
-    from ..core import scopes
-    from .graph import KnowledgeGraph, load_memory_file
+    from ..mcp.graph import KnowledgeGraph, load_memory_file
 
     s = _settings(ctx)
     user = user or ctx.meta.get("tether.mcp.user")
@@ -206,7 +194,7 @@ def import_memory(ctx: click.Context, file: Path, user: str | None) -> None:
     except TetherError as e:
         _fail(s, e)
 
-    async def go(store: Any) -> dict[str, int]:
+    async def go(store: Store) -> dict[str, int]:
         return await KnowledgeGraph(store, s.namespace, scope=scope).import_graph(graph)
 
     counts = run(s, go, create=True)

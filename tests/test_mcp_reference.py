@@ -3,8 +3,9 @@
 The setup installs ``@modelcontextprotocol/server-memory`` from npm into a temporary
 folder (nothing of it is kept in the repository), starts it and ``tether mcp`` with
 the MCP SDK's own client over stdio, runs one script of tool calls against both, and
-compares what each call returns: the error flag, the text, the structured content.
-Then the reference's own memory file is imported into tether (``tether mcp
+compares what each call returns: the error flag, the text, the structured content; then
+the ``memory://knowledge-graph`` resource as listed and read, and the updates a client
+subscribed to it was sent. Then the reference's own memory file is imported into tether (``tether mcp
 import-memory``) and read back through tether's server.
 
 Skipped where node or npm is missing (with TETHER_REQUIRE_SERVERS=1, only where node is).
@@ -16,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +25,13 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
+import mcp_types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPDeprecationWarning
 
 REFERENCE = "@modelcontextprotocol/server-memory@2026.8.31"
+GRAPH = "memory://knowledge-graph"
 TETHER = str(Path(sys.executable).with_name("tether"))
 REFERENCE_TOOLS = [
     "create_entities",
@@ -165,9 +170,27 @@ def _outcome(result: Any) -> dict[str, Any]:
 
 
 async def _run_script(params: StdioServerParameters) -> tuple[list[dict[str, Any]], Any]:
-    async with Client(params) as client:
+    """The script's outcomes, then the graph resource as listed and read, and how many
+    updates of it a subscribed client was sent; and the tool listing."""
+    updates: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, mcp_types.ResourceUpdatedNotification):
+            updates.append(message.params.uri)
+
+    # resources/subscribe is of the handshake era (the reference's): a legacy session
+    async with Client(params, mode="legacy", message_handler=on_message) as client:
         tools = (await client.list_tools()).tools
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.subscribe_resource(GRAPH)
         outcomes = [_outcome(await client.call_tool(name, args)) for name, args in SCRIPT]
+        listed = (await client.list_resources()).model_dump(exclude_none=True)["resources"]
+        read = (await client.read_resource(GRAPH)).model_dump(exclude_none=True)["contents"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.send_ping()  # the notifications sent before it have arrived
+    outcomes.append({"resources": listed, "read": read, "updates": updates})
     return outcomes, tools
 
 
@@ -200,12 +223,14 @@ async def test_the_same_script_gives_the_same_results(
 
     assert sorted(t.name for t in ref_tools) == sorted(REFERENCE_TOOLS)
     assert listing(our_tools) == listing(ref_tools)
-    for (name, args), want, have in zip(SCRIPT, expected, got, strict=True):
+    steps = [*SCRIPT, ("the graph resource", {})]
+    for (name, args), want, have in zip(steps, expected, got, strict=True):
         assert have == want, f"{name}({args})"
-    assert any(o["is_error"] for o in expected)  # the script does reach an error
+    assert any(o.get("is_error") for o in expected)  # the script does reach an error
+    assert len(expected[-1]["updates"]) > 5  # the subscription is notified
 
     # the reference's own file, imported, reads back the same through tether
-    final = expected[-2]["structured"]  # the last read_graph
+    final = expected[-3]["structured"]  # the last read_graph
     cli = subprocess.run(
         [TETHER, "--store", str(store), "mcp", "import-memory", str(memory_file), "--user", "bea"],
         capture_output=True,

@@ -22,12 +22,13 @@ import mcp_types as types
 import orjson
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
 
 from .. import __version__
 from ..core import scopes
 from ..server.auth import ENV_TOKENS_FILE, Forbidden, Token, Tokens, Unauthorized
 from ..store.base import Store
-from .tools import TOOLS, Memory, ToolResult, call_tool
+from .tools import REFERENCE_TOOLS, TOOLS, Memory, ToolResult, call_tool, graph_text
 
 __all__ = ["McpHost", "bearer_auth", "build_server", "load_tokens"]
 
@@ -37,6 +38,17 @@ INSTRUCTIONS: Final = (
     "recall by meaning, history and undo. Every write is a durable, versioned commit."
 )
 _TOKEN_KEY: Final = "tether_token"
+# The reference server's one resource: the whole graph as JSON, which a client may
+# subscribe to (notifications/resources/updated after each of its own writes).
+GRAPH_URI: Final = "memory://knowledge-graph"
+MAX_SUBSCRIBERS: Final = 1024  # HTTP sessions whose subscriptions are kept
+_GRAPH_RESOURCE: Final = {
+    "uri": GRAPH_URI,
+    "name": "knowledge-graph",
+    "title": "Knowledge Graph",
+    "description": "The full knowledge graph with all entities and relations",
+    "mimeType": "application/json",
+}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -98,10 +110,13 @@ def _result(r: ToolResult) -> types.CallToolResult:
 
 
 def build_server(host: McpHost) -> Server[Any]:
-    """The low-level MCP server: ``tools/list`` and ``tools/call`` on ``host``."""
+    """The low-level MCP server on ``host``: ``tools/list`` and ``tools/call``, and the
+    reference's ``memory://knowledge-graph`` resource (list, read, subscribe)."""
     listing = types.ListToolsResult(
         tools=[types.Tool.model_validate(t.listing()) for t in TOOLS.values()]
     )
+    # what each connection subscribed to, by _connection_key, oldest first
+    subscribed: dict[str, set[str]] = {}
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -112,14 +127,50 @@ def build_server(host: McpHost) -> Server[Any]:
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         tool = TOOLS.get(params.name)
-        token = _token_of(ctx)
-        if host.tokens is not None and token is None:  # the HTTP layer lets none through
-            raise Unauthorized("send a bearer token: Authorization: Bearer <token>")
         try:
-            memory = host.memory(token, tool.grants if tool else ("memory.read",))
+            memory = host.memory(_caller(ctx, host), tool.grants if tool else ("memory.read",))
         except (Forbidden, Unauthorized) as e:
             return _result(ToolResult(text=e.message, is_error=True, error=e.to_dict()))
-        return _result(await call_tool(memory, params.name, params.arguments))
+        result = await call_tool(memory, params.name, params.arguments)
+        graph_write = tool in REFERENCE_TOOLS and tool is not None and tool.writes
+        watched = subscribed.get(_connection_key(ctx), ())
+        if graph_write and not result.is_error and GRAPH_URI in watched:
+            await ctx.session.send_resource_updated(GRAPH_URI)
+        return _result(result)
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult.model_validate({"resources": [_GRAPH_RESOURCE]})
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        if str(params.uri) != GRAPH_URI:
+            raise MCPError(types.INVALID_PARAMS, f"Resource {params.uri} not found")
+        try:
+            memory = host.memory(_caller(ctx, host), ("memory.read",))
+        except (Forbidden, Unauthorized) as e:
+            raise MCPError(types.INVALID_REQUEST, e.message, e.to_dict()) from None
+        text = graph_text(await memory.graph.read_graph())
+        return types.ReadResourceResult.model_validate(
+            {"contents": [{"uri": GRAPH_URI, "mimeType": "application/json", "text": text}]}
+        )
+
+    async def subscribe(
+        ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        key = _connection_key(ctx)
+        subscribed[key] = subscribed.pop(key, set()) | {str(params.uri)}
+        while len(subscribed) > MAX_SUBSCRIBERS:  # the oldest HTTP sessions' go first
+            del subscribed[next(iter(subscribed))]
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        subscribed.get(_connection_key(ctx), set()).discard(str(params.uri))
+        return types.EmptyResult()
 
     return Server(
         "tether",
@@ -127,7 +178,27 @@ def build_server(host: McpHost) -> Server[Any]:
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+        on_subscribe_resource=subscribe,
+        on_unsubscribe_resource=unsubscribe,
     )
+
+
+def _connection_key(ctx: ServerRequestContext[Any, Any]) -> str:
+    """Which connection a request came on, for subscriptions: an HTTP session's id, or ""
+    for stdio (one connection per process). The SDK builds a session object per request,
+    so that object cannot say it."""
+    headers = getattr(ctx.request, "headers", None)
+    sid = headers.get("mcp-session-id") if headers is not None else None
+    return sid if isinstance(sid, str) else ""
+
+
+def _caller(ctx: ServerRequestContext[Any, Any], host: McpHost) -> Token | None:
+    token = _token_of(ctx)
+    if host.tokens is not None and token is None:  # the HTTP layer lets none through
+        raise Unauthorized("send a bearer token: Authorization: Bearer <token>")
+    return token
 
 
 ASGIApp = Callable[

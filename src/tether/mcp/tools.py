@@ -26,9 +26,9 @@ from ..core.errors import InvalidRequest, TetherError
 from ..projections.agent_memory import AgentMemory, MemoryVersion
 from ..projections.errors import InvalidArguments
 from ..store.base import Store
-from .graph import KnowledgeGraph
+from .graph import Graph, KnowledgeGraph
 
-__all__ = ["TOOLS", "Memory", "ToolDef", "ToolResult", "call_tool"]
+__all__ = ["REFERENCE_TOOLS", "TETHER_TOOLS", "TOOLS", "Memory", "ToolDef", "ToolResult", "call_tool", "graph_text"]
 
 _DRAFT7: Final = "http://json-schema.org/draft-07/schema#"
 
@@ -230,9 +230,13 @@ async def _delete_relations(m: Memory, a: Mapping[str, Any]) -> ToolResult:
     return _done("Relations deleted successfully")
 
 
-def _graph(g: Any) -> ToolResult:
-    d = g.to_dict()
-    return ToolResult(text=_text(d), structured=d)
+def graph_text(g: Graph) -> str:
+    """A graph as the reference server shows it (its tools' text, its resource)."""
+    return _text(g.to_dict())
+
+
+def _graph(g: Graph) -> ToolResult:
+    return ToolResult(text=graph_text(g), structured=g.to_dict())
 
 
 async def _read_graph(m: Memory, a: Mapping[str, Any]) -> ToolResult:

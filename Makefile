@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
-EXTRAS := dev,docs,dataframe,postgres,redis,server,crypto,langgraph,openai-agents,adk,browser,recall,otel,mcp
+EXTRAS := dev,docs,dataframe,postgres,redis,server,crypto,langgraph,openai-agents,adk,pydantic-ai,browser,recall,otel,mcp
 
 .PHONY: help run test lint docs bench clean
 

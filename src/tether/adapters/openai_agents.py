@@ -40,7 +40,6 @@ SQLite's ``LIMIT -1``).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Final, TypeVar
 
@@ -50,17 +49,16 @@ from agents.memory.session_settings import (
     resolve_session_limit,
 )
 
-from ..core import scopes, strict_json
+from ..core import strict_json
 from ..core.errors import InvalidNode, InvalidRequest, TetherError
 from ..store import Store, open_store
 from ..store.txn import Transaction, transact
 from ._sync import LoopBridge
+from ._threads import thread_scope
 
 __all__ = ["InvalidItem", "InvalidSessionId", "SessionClosed", "TetherSession"]
 
 T = TypeVar("T")
-
-_ID_MAX: Final = 200  # the longest id scopes.thread takes
 
 
 class InvalidItem(InvalidRequest, TypeError):
@@ -93,16 +91,10 @@ class InvalidSessionId(InvalidRequest, TypeError):
 def _thread_scope(session_id: Any) -> str:
     """``thread:<session_id>``, as tether has always named a session's thread, for every
     id a scope name can hold (1-200 printable characters). The SDK's sessions also take
-    the empty id and any other string; such an id is ``thread:%`` + its SHA-256, padded
-    with ``%`` past 200 characters so that no id of the first kind names the same
-    thread."""
+    the empty id and any other string: ``_threads.thread_scope`` hashes those."""
     if not isinstance(session_id, str):
         raise InvalidSessionId("session_id must be a string", field="session_id")
-    try:
-        return scopes.thread(session_id)
-    except InvalidRequest:
-        raw = session_id.encode("utf-8", "surrogatepass")  # any str, lone surrogates too
-        return "thread:%" + hashlib.sha256(raw).hexdigest().ljust(_ID_MAX, "%")
+    return thread_scope(session_id)
 
 
 class _Closed:

@@ -86,8 +86,28 @@ def _effect(node: CausalNode) -> ToolEffectRecord:
     return record
 
 
-def _ts(value: str) -> datetime:
-    return datetime.fromisoformat(value)
+def _snapshot(
+    run_id: str, snap: dict[str, Any], by_id: dict[str, tuple[str, dict[str, Any], str]]
+) -> ContinuableSnapshot:
+    """A snapshot node's snapshot: its history walked back from its last message."""
+    rows: list[tuple[str, dict[str, Any]]] = []
+    at = snap["head"]
+    while at and len(rows) < snap["n"]:
+        kind, p, parent = by_id[at]
+        rows.append((kind, p))
+        at = parent
+    rows.reverse()
+    return ContinuableSnapshot(
+        run_id=run_id,
+        step_index=snap["step"],
+        messages=payload_messages(rows),
+        conversation_id=snap["conv"],
+        parent_run_id=snap["parent"],
+        agent_name=snap["agent"],
+        timestamp=datetime.fromisoformat(snap["at"]),
+        state=snap["state"],
+        idempotency_key=snap["key"],
+    )
 
 
 class TetherStepStore:
@@ -290,24 +310,31 @@ class TetherStepStore:
             return None
         snap = max(found, key=lambda n: n.sequence).payload
         by_id = await self._messages_by_id(scope) if snap["head"] else {}
-        rows: list[tuple[str, dict[str, Any]]] = []
-        at = snap["head"]
-        while at and len(rows) < snap["n"]:
-            kind, p, parent = by_id[at]
-            rows.append((kind, p))
-            at = parent
-        rows.reverse()
-        return ContinuableSnapshot(
-            run_id=run_id,
-            step_index=snap["step"],
-            messages=payload_messages(rows),
-            conversation_id=snap["conv"],
-            parent_run_id=snap["parent"],
-            agent_name=snap["agent"],
-            timestamp=_ts(snap["at"]),
-            state=snap["state"],
-            idempotency_key=snap["key"],
-        )
+        return _snapshot(run_id, snap, by_id)
+
+    async def list_snapshots(
+        self, *, run_id: str, include_interrupted: bool = False
+    ) -> list[ContinuableSnapshot]:
+        """Every snapshot of ``run_id`` in write order (``interrupted`` ones only with
+        ``include_interrupted``). Not part of ``StepStore``: the harness's
+        ``conversation_search`` reads it (its ``SnapshotStore`` protocol)."""
+        scope = _run_scope(run_id)
+        snaps: list[dict[str, Any]] = []
+        by_id: dict[str, tuple[str, dict[str, Any], str]] = {}
+        after = 0
+        while True:
+            page = await self.store.nodes(self.namespace, scope, after=after, limit=_PAGE)
+            for n in page:
+                p = n.payload
+                mark = p.get(MARK) if type(p) is dict else None
+                if mark == "m":
+                    by_id[n.id] = (n.kind, p, n.parents[0] if n.parents else "")
+                elif mark == "snap" and (include_interrupted or p["state"] == "complete"):
+                    snaps.append(p)
+            if len(page) < _PAGE:
+                break
+            after = page[-1].sequence
+        return [_snapshot(run_id, p, by_id) for p in snaps]
 
     # -- the tool-effect ledger ----------------------------------------------------------
 

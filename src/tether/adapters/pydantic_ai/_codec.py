@@ -49,6 +49,16 @@ def _strip_none(value: Any) -> Any:
     return value
 
 
+def _same(back: ModelMessage, original: ModelMessage, data: dict[str, Any]) -> bool:
+    """Whether a message read back is the one written: equal, or (where Pydantic AI's
+    serializer narrows a type, a ``BinaryContent`` of an image read back as the
+    ``BinaryImage`` subclass) one whose JSON is the same JSON."""
+    if back == original:
+        return True
+    again: list[dict[str, Any]] = ModelMessagesTypeAdapter.dump_python([back], mode="json")
+    return again[0] == data
+
+
 def _dump(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
     if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
         raise InvalidMessage("messages: a list of Pydantic AI ModelMessage", field="messages")
@@ -71,12 +81,12 @@ def _dump(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
         back = None
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
-        if back is not None and back[i] == m:
+        if back is not None and _same(back[i], m, full[i]):
             out.append(lean[i])
             continue
         # A null where the field's default is not null: keep the message whole.
         (whole,) = ModelMessagesTypeAdapter.validate_python([full[i]])
-        if whole != m:
+        if not _same(whole, m, full[i]):
             raise InvalidMessage(
                 f"message {i} does not read back equal from Pydantic AI's JSON "
                 "(a value its serializer cannot keep); nothing was written",
@@ -108,7 +118,9 @@ def _punch(data: dict[str, Any], llm: str) -> tuple[str, dict[str, Any]]:
     return "resource", {MARK: "m", "role": "request", "msg": data}
 
 
-def message_payloads(messages: Sequence[ModelMessage], llm: str) -> list[tuple[str, dict[str, Any]]]:
+def message_payloads(
+    messages: Sequence[ModelMessage], llm: str
+) -> list[tuple[str, dict[str, Any]]]:
     """The kind and payload of each message (``InvalidMessage`` for one that cannot be
     stored exactly; then none is)."""
     return [_punch(d, llm) for d in _dump(messages)]

@@ -18,10 +18,9 @@ that points into them keeps working). ``tether`` erases data with ``reset`` or
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Any, Final
+from collections.abc import Awaitable, Sequence
+from typing import Any, Final, TypeVar
 
 from pydantic import TypeAdapter
 from pydantic_ai.conversation_store import (
@@ -39,6 +38,8 @@ from ._codec import MARK, message_payloads, payload_messages
 
 __all__ = ["ConversationConflictError", "TetherConversationStore"]
 
+T = TypeVar("T")
+
 _RECORD: Final = "pai:record"
 _ENTRY: Final = "pai:e:"
 _PAGE: Final = 256
@@ -53,16 +54,38 @@ class ConversationConflictError(Conflict, ConversationConflict):
 
     default_code = "conversation_conflict"
 
-    def __init__(self, conversation_id: str, *, message: str | None = None) -> None:
-        text = message or (
-            f"Conversation {conversation_id!r} was saved or deleted since it was loaded, "
-            "or already exists in the store. Load it again before saving."
-        )
-        Conflict.__init__(self, text, conversation_id=conversation_id)
-        self.conversation_id = conversation_id
+    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+        Conflict.__init__(self, message, code=code, **details)
+        # (ConversationConflict's own __init__, reached through Conflict's, set it to the text)
+        self.conversation_id = str(details.get("conversation_id", ""))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (functools.partial(type(self), message=self.message), (self.conversation_id,))
+        return (_rebuild, (type(self), self.message, self.code, self.details))
+
+
+def _rebuild(
+    cls: type[ConversationConflictError], message: str, code: str, details: dict[str, Any]
+) -> ConversationConflictError:
+    return cls(message, code=code, **details)
+
+
+def _conflict(conversation_id: str, message: str | None = None) -> ConversationConflictError:
+    text = message or (
+        f"Conversation {conversation_id!r} was saved or deleted since it was loaded, "
+        "or already exists in the store. Load it again before saving."
+    )
+    return ConversationConflictError(text, conversation_id=conversation_id)
+
+
+async def _typed(call: Awaitable[T]) -> T:
+    """``call``'s result; a ``ConversationConflict`` the base class raised itself (a
+    revision it checked before writing) becomes ``ConversationConflictError``."""
+    try:
+        return await call
+    except ConversationConflictError:
+        raise
+    except ConversationConflict as e:
+        raise _conflict(e.conversation_id, str(e)) from e
 
 
 def _live(node: Any) -> dict[str, Any] | None:
@@ -81,6 +104,22 @@ class TetherConversationStore(ConversationStore):
         self.namespace = namespace
         self.llm = llm
         self._where: OrderedDict[str, str] = OrderedDict()
+
+    # -- the base class's operations, their conflicts typed ------------------------------
+
+    async def save(self, *args: Any, **kwargs: Any) -> list[ConversationEntry]:
+        return await _typed(super().save(*args, **kwargs))
+
+    async def branch(self, *args: Any, **kwargs: Any) -> Any:
+        return await _typed(super().branch(*args, **kwargs))
+
+    async def fork(self, *args: Any, **kwargs: Any) -> Any:
+        return await _typed(super().fork(*args, **kwargs))
+
+    if hasattr(ConversationStore, "update"):  # pydantic-ai-slim >= 2.68
+
+        async def update(self, *args: Any, **kwargs: Any) -> ConversationRecord:
+            return await _typed(super().update(*args, **kwargs))
 
     # -- where an entry lives ---------------------------------------------------------
 
@@ -154,7 +193,7 @@ class TetherConversationStore(ConversationStore):
         async def fn(txn: Transaction) -> str | None:
             stored = _live(await txn.resource_head(scope, _RECORD))
             if (stored["rec"]["revision"] if stored else None) != expected_revision:
-                raise ConversationConflictError(cid)
+                raise _conflict(cid)
             # where the entry before each new one lives (a fork's: another thread)
             known: dict[str, str] = {}
             if stored is not None and stored["rec"]["head_id"] and stored.get("hs"):
@@ -164,7 +203,7 @@ class TetherConversationStore(ConversationStore):
                     continue
                 found = await self._locate(eid)
                 if found is None:  # a concurrent delete or rewrite released it
-                    raise ConversationConflictError(cid)
+                    raise _conflict(cid)
                 known[eid] = found
             head = await txn.head(scope)
             for e, (kind, payload) in zip(new_entries, planned, strict=True):
@@ -178,8 +217,10 @@ class TetherConversationStore(ConversationStore):
             if stored is not None:  # a save never changes what ``update`` wrote
                 old = stored["rec"]
                 keep = dataclasses.replace(record, title=old["title"], metadata=old["metadata"])
-            hs = None if record.head_id is None else (
-                scope if record.head_id in new_ids else known[record.head_id]
+            hs = (
+                None
+                if record.head_id is None
+                else (scope if record.head_id in new_ids else known[record.head_id])
             )
             await txn.append(
                 scope,
@@ -210,10 +251,10 @@ class TetherConversationStore(ConversationStore):
         async def fn(txn: Transaction) -> ConversationRecord:
             stored = _live(await txn.resource_head(scope, _RECORD))
             if stored is None or stored["rec"]["revision"] != expected_revision:
-                raise ConversationConflictError(conversation_id)
+                raise _conflict(conversation_id)
             record = _RECORDS.validate_python(stored["rec"])
             if expected and any(getattr(record, k) != v for k, v in expected.items()):
-                raise ConversationConflictError(conversation_id)
+                raise _conflict(conversation_id)
             record = dataclasses.replace(record, **details)
             await txn.append(
                 scope,
@@ -231,7 +272,7 @@ class TetherConversationStore(ConversationStore):
         async def fn(txn: Transaction) -> None:
             stored = _live(await txn.resource_head(scope, _RECORD))
             if stored is None or stored["rec"]["revision"] != expected_revision:
-                raise ConversationConflictError(conversation_id)
+                raise _conflict(conversation_id)
             await txn.append(
                 scope,
                 "resource",

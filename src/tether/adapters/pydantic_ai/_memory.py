@@ -192,9 +192,7 @@ class TetherMemoryStore:
         return (await self._files(prefix))[:limit]
 
     async def _files(self, prefix: str) -> list[str]:
-        heads = await self.store.resource_heads(
-            self.namespace, self.scope, self._key(prefix)
-        )
+        heads = await self.store.resource_heads(self.namespace, self.scope, self._key(prefix))
         return sorted(
             n.payload["key"] for n in heads.values() if n.payload.get("content") is not None
         )
@@ -298,7 +296,13 @@ class TetherMemoryStore:
         max_file_chars: int,
     ) -> MemorySearchResult:
         prefix = _check_prefix(prefix)
-        if not query.split() or limit <= 0 or max_files <= 0 or max_chars <= 0 or max_file_chars <= 0:
+        if (
+            not query.split()
+            or limit <= 0
+            or max_files <= 0
+            or max_chars <= 0
+            or max_file_chars <= 0
+        ):
             return MemorySearchResult(matches=[], scanned=0, truncated=False)
         if self.embedder is not None:
             return await self._recall(prefix, query, limit=limit, max_chars=max_chars)

@@ -219,9 +219,7 @@ class TetherStepStore:
                 return out
             after = page[-1].sequence
 
-    async def _line(
-        self, scope: str, head: str | None, count: int
-    ) -> tuple[list[str], list[Any]]:
+    async def _line(self, scope: str, head: str | None, count: int) -> tuple[list[str], list[Any]]:
         """The message ids of a snapshot's history, and each one's (kind, payload)."""
         if head is None:
             return [], []
@@ -282,9 +280,7 @@ class TetherStepStore:
             out = ids[:shared]
             parent: str | None = out[-1] if out else None
             for kind, payload in planned[shared:]:
-                node = await txn.append(
-                    scope, kind, payload, parents=[parent] if parent else []
-                )
+                node = await txn.append(scope, kind, payload, parents=[parent] if parent else [])
                 parent = node.id
                 out.append(node.id)
             await txn.append(

@@ -139,7 +139,14 @@ async def _serve_http(
 ) -> None:
     import uvicorn
 
-    from ..mcp.server import McpHost, bearer_auth, build_server, load_tokens
+    from ..mcp.server import (
+        DEFAULT_KEEP_ALIVE,
+        McpHost,
+        bearer_auth,
+        build_server,
+        listening_socket,
+        load_tokens,
+    )
 
     tokens = load_tokens(tokens_file, os.environ)
     if not tokens.configured:
@@ -152,19 +159,22 @@ async def _serve_http(
     mcp_host = McpHost(store=store, namespace=namespace, user=user, embedder=make, tokens=tokens)
     server = build_server(mcp_host)
     app = bearer_auth(server.streamable_http_app(host=host), tokens)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
-        sock.listen(256)
+        # tether serve's socket: TCP by name, so each connection has Nagle off.
+        sock = listening_socket(host, port)
     except OSError as e:
-        sock.close()
         raise TetherError(f"cannot listen on {host}:{port}: {e.strerror}", code="bind") from None
-    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
     click.echo(f"http://{shown}:{sock.getsockname()[1]}/mcp")
     sys.stdout.flush()
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_keep_alive=5)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        timeout_keep_alive=DEFAULT_KEEP_ALIVE,
+        # tether serve's HTTP protocol: TCP_NODELAY on every connection, a header timeout
+        http="tether.server._protocol:HeaderTimeoutH11",
+    )
     try:
         await uvicorn.Server(config).serve(sockets=[sock])
     finally:

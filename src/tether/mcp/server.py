@@ -27,10 +27,19 @@ from mcp.shared.exceptions import MCPError
 from .. import __version__
 from ..core import scopes
 from ..server.auth import ENV_TOKENS_FILE, Forbidden, Token, Tokens, Unauthorized
+from ..server.cli import listening_socket
+from ..server.limits import DEFAULT_KEEP_ALIVE
 from ..store.base import Store
 from .tools import REFERENCE_TOOLS, TOOLS, Memory, ToolResult, call_tool, graph_text
 
-__all__ = ["McpHost", "bearer_auth", "build_server", "load_tokens"]
+__all__ = [
+    "DEFAULT_KEEP_ALIVE",
+    "McpHost",
+    "bearer_auth",
+    "build_server",
+    "listening_socket",
+    "load_tokens",
+]
 
 INSTRUCTIONS: Final = (
     "Long-term memory kept by tether: a knowledge graph of entities, relations and "

@@ -44,7 +44,7 @@ DEFAULT_HEADER_TIMEOUT: Final = 10.0
 # Seconds `tether serve` keeps an idle kept-alive connection: longer than clients keep
 # theirs (httpx: 5 s), so the client, not the server, closes an idle connection, and
 # never sends a request on one the server is closing.
-DEFAULT_KEEP_ALIVE: Final = 30.0
+DEFAULT_KEEP_ALIVE: Final = 30
 # API requests one server process serves at once; the rest wait in arrival order. A
 # process runs one event loop: more at once interleave on it and all finish later.
 DEFAULT_MAX_INFLIGHT: Final = 16

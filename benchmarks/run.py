@@ -49,6 +49,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 import agent_turn  # noqa: E402
+import floor  # noqa: E402
 import floor_gap  # noqa: E402
 from precompile import compile_tether  # noqa: E402
 from systems import ALL, REGISTRY  # noqa: E402
@@ -419,6 +420,7 @@ def markdown(results: dict[str, Any], chart: str) -> str:
         "",
         *verdict(results),
         "",
+        *floor_section(results),
         *floor_gap_section(results),
         *agent_turn_section(results),
         "Raw figures, per-turn latencies included: "
@@ -428,6 +430,33 @@ def markdown(results: dict[str, Any], chart: str) -> str:
         END,
     ]
     return "\n".join(lines)
+
+
+def floor_section(results: dict[str, Any]) -> list[str]:
+    """The two floors of issue 40 (benchmarks/floor.py) of this run, if it ran."""
+    fl = results.get("floor")
+    if not fl or "error" in fl:
+        return []
+    m = fl["meta"]
+    return [
+        "**tether against the two floors** (`benchmarks/floor.py`, each system in its own "
+        "process, WAL at synchronous FULL and NORMAL): the *plain floor* stores the turn as "
+        "a hand-written app would (two rows, orjson payloads) and its cold load "
+        "`orjson.loads` every payload; the *identity floor* adds the identity rule's own "
+        "work per node in bare Python (canonical JSON, SHA-256). Write latency: the median "
+        f"turn of each range, the median of {m['repeats']} processes; threads: the best "
+        f"process; cold load: the least of {m['load_runs']} fresh processes.",
+        "",
+        *floor.table(fl),
+        "",
+        "Where tether's time goes (us per turn over the turns no other process held up; "
+        "SQL: every statement on the store's connection, the fsync included at FULL; "
+        "codec: orjson of the payloads; identity: canonical JSON and SHA-256; the cold "
+        "read's SQL is its own SELECT stepped by bare sqlite3):",
+        "",
+        *floor.split_lines(fl),
+        "",
+    ]
 
 
 def floor_gap_section(results: dict[str, Any]) -> list[str]:
@@ -560,6 +589,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         f"[{agent_turn.LONG:,}; {agent_turn.QUICK_LONG} with --quick; 0: none]",
     )
     p.add_argument(
+        "--floor",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run benchmarks/floor.py [on when tether_sqlite runs]",
+    )
+    p.add_argument(
         "--floor-gap",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -603,6 +638,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     chosen = {n.strip() for n in args.systems.split(",")}
     if args.floor_gap is None:
         args.floor_gap = {"tether_sqlite", "sqlite_floor"} <= chosen
+    if args.floor is None:
+        args.floor = "tether_sqlite" in chosen
     if args.langgraph_replay is None:
         args.langgraph_replay = {"langgraph_sqlite", "langgraph_tether_sqlite"} <= chosen
     if args.turns < 10:
@@ -666,6 +703,22 @@ def main(argv: list[str] | None = None) -> int:
             log=log,
             fast_seed=True,
         )
+
+    fl: dict[str, Any] | None = None
+    if args.floor:
+        log("the two floors (benchmarks/floor.py) ...")
+        try:
+            fl = floor.run_all(
+                turns=args.turns,
+                threads=args.threads,
+                threads_turns=args.threads_turns,
+                repeats=1 if args.quick else 3,
+                load_runs=args.load_runs,
+                log=log,
+            )
+        except (RuntimeError, subprocess.SubprocessError) as e:
+            fl = {"error": str(e)[-800:]}
+            log(f"  floor: error: {e}")
 
     gap: dict[str, Any] | None = None
     if args.floor_gap:
@@ -731,6 +784,8 @@ def main(argv: list[str] | None = None) -> int:
         results["agent_turn"] = turn
     if long_turn is not None:
         results["agent_turn_long"] = long_turn
+    if fl is not None:
+        results["floor"] = fl
     if gap is not None:
         results["floor_gap"] = gap
     if replays is not None:
@@ -808,6 +863,11 @@ def report(results: dict[str, Any], rj: Path, peers_py: Path | None, *, update: 
     print_table(results)
     print("\nWhere tether is slower, and why:")
     print("\n".join(verdict(results)) or "- (no tether system ran)")
+    fl = results.get("floor")
+    if fl and "error" not in fl:
+        print("\ntether against the two floors (benchmarks/floor.py):")
+        print("\n".join(floor.table(fl)))
+        print("\n".join(floor.split_lines(fl)))
     gap = results.get("floor_gap")
     if gap and "error" not in gap:
         print("\nWhere tether's gap to the sqlite3 floor goes (benchmarks/floor_gap.py):")

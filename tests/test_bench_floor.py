@@ -43,6 +43,14 @@ def test_a_tiny_run_gives_every_figure(tmp_path: Path) -> None:
     assert split["sql"] > 0 and split["identity"] > 0 and split["whole"] > split["sql"]
     assert "| write ms/turn @1-10, NORMAL |" in p.stdout
     assert "| cold load, ms |" in p.stdout
+    # make bench runs it with tether (SQLite) and puts both tables in the README
+    run = load_bench("run")
+    assert run.parse(["--systems", "tether_sqlite"]).floor
+    assert not run.parse(["--systems", "tether_sqlite", "--no-floor"]).floor
+    assert not run.parse(["--systems", "sqlite_floor"]).floor
+    section = "\n".join(run.floor_section({"floor": res}))
+    assert "| write ms/turn @1-10, NORMAL |" in section and "| cold load, ms |" in section
+    assert run.floor_section({"floor": {"error": "x"}}) == []
 
 
 def test_the_identity_floor_computes_tethers_ids(tmp_path: Path) -> None:
@@ -67,3 +75,15 @@ def test_the_identity_floor_computes_tethers_ids(tmp_path: Path) -> None:
 
     ids, tether_ids = asyncio.run(both())
     assert ["cw_" + i.hex() for i in ids] == tether_ids
+
+
+def test_the_layout_comparison_runs_every_layout(tmp_path: Path) -> None:
+    # benchmarks/layout_sql.py, docs/storage.md's figures for the layouts not adopted:
+    # each layout takes the store's statement, and the content-id index shows in the
+    # pages a commit writes
+    layout_sql = load_bench("layout_sql")
+    frames = {}
+    for layout in layout_sql.LAYOUTS:
+        cpu, frames[layout] = layout_sql.run(layout, "single", tmp_path)
+        assert cpu > 0
+    assert frames["noid"] < frames["k"]

@@ -42,14 +42,14 @@ def test_a_tiny_run_gives_every_figure(tmp_path: Path) -> None:
     split = res["split"]["NORMAL"]["single"]
     assert split["sql"] > 0 and split["identity"] > 0 and split["whole"] > split["sql"]
     assert "| write ms/turn @1-10, NORMAL |" in p.stdout
-    assert "| cold load, ms |" in p.stdout
+    assert "| cold load, ms of CPU (open + read) |" in p.stdout
     # make bench runs it with tether (SQLite) and puts both tables in the README
     run = load_bench("run")
     assert run.parse(["--systems", "tether_sqlite"]).floor
     assert not run.parse(["--systems", "tether_sqlite", "--no-floor"]).floor
     assert not run.parse(["--systems", "sqlite_floor"]).floor
     section = "\n".join(run.floor_section({"floor": res}))
-    assert "| write ms/turn @1-10, NORMAL |" in section and "| cold load, ms |" in section
+    assert "| write ms/turn @1-10, NORMAL |" in section and "| cold load, ms of CPU" in section
     assert run.floor_section({"floor": {"error": "x"}}) == []
 
 

@@ -186,6 +186,14 @@ class EncryptedStore(Store):
         self._open()
         return await self.inner._do_delete_namespace(namespace)
 
+    async def _do_prune(
+        self, namespace: str, scope: str, expected: Head, cut: tuple[int, ...], write: ScopeWrite
+    ) -> Head:
+        # The record is sealed like any node (the inner backend's codec is the cipher).
+        self._open()
+        await self.keyring.ensure(namespace, scope, create=True)
+        return await self.inner._do_prune(namespace, scope, expected, cut, write)
+
     async def head(self, namespace: str, scope: str) -> Head:
         self._open()
         return await self.inner.head(namespace, scope)

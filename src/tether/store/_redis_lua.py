@@ -255,3 +255,54 @@ for i = 1, #names do
 end
 return out
 """
+
+# Prune one scope: delete some of its nodes, bump its generation and append the record
+# that says what was cut, atomically (tether.control.prune).
+# KEYS: ns scopes zset, ns known zset, then the scope's 6 keys (as COMMIT's).
+# ARGV: expected generation, expected sequence, n, n x (seq, id, version member or ''),
+#   payload bytes cut, k, k x (kind, count cut),
+#   record id, seq, blob, resource key, version member, payload bytes, frontier.
+# Returns {'ok', generation} or {'conflict', generation, sequence}.
+PRUNE: Final = (
+    _CHUNK
+    + """
+local meta, nodes, ids = KEYS[3], KEYS[4], KEYS[5]
+local head = redis.call('HMGET', meta, 'g', 's')
+local g, s = tonumber(head[1]) or 0, tonumber(head[2]) or 0
+if g ~= tonumber(ARGV[1]) or s ~= tonumber(ARGV[2]) then
+  return {'conflict', g, s}
+end
+local n = tonumber(ARGV[3])
+local seqs, idl, members = {}, {}, {}
+for i = 0, n - 1 do
+  local b = 4 + i * 3
+  seqs[#seqs + 1] = ARGV[b]
+  idl[#idl + 1] = ARGV[b + 1]
+  if ARGV[b + 2] ~= '' then members[#members + 1] = ARGV[b + 2] end
+end
+if #seqs > 0 then
+  multi('HDEL', nodes, {}, seqs)
+  multi('HDEL', ids, {}, idl)
+end
+if #members > 0 then multi('ZREM', KEYS[8], {}, members) end
+local a = 4 + n * 3
+redis.call('HINCRBY', meta, 'n', -n)
+redis.call('HINCRBY', meta, 'b', -tonumber(ARGV[a]))
+local k = tonumber(ARGV[a + 1])
+for i = 0, k - 1 do
+  redis.call('HINCRBY', meta, 'k:' .. ARGV[a + 2 + i * 2], -tonumber(ARGV[a + 3 + i * 2]))
+end
+a = a + 2 + k * 2
+local rid, rseq, blob, rkey, member = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+redis.call('HSET', nodes, rseq, blob)
+redis.call('HSET', ids, rid, rseq)
+redis.call('ZADD', KEYS[6], 0, rkey)
+redis.call('HSET', KEYS[7], rkey, rseq)
+redis.call('ZADD', KEYS[8], 0, member)
+redis.call('HSET', meta, 'g', g + 1, 's', rseq, 'f', ARGV[a + 6])
+redis.call('HINCRBY', meta, 'n', 1)
+redis.call('HINCRBY', meta, 'b', tonumber(ARGV[a + 5]))
+redis.call('HINCRBY', meta, 'k:resource', 1)
+return {'ok', g + 1}
+"""
+)

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from ..core.errors import Conflict, InvalidNode, InvalidRequest
+from ..core.errors import Conflict, InvalidNode, InvalidRequest, StoreError
 from ..core.graph import ID_PATTERN, KINDS, CausalNode
 from ..core.scopes import printable
 from .keys import KeyStore
@@ -273,6 +273,53 @@ class Store(ABC):
         check_name("namespace", namespace)
         check_name("scope", scope)
         return await self._do_reset_scope(namespace, scope)
+
+    async def prune(
+        self,
+        namespace: str,
+        scope: str,
+        *,
+        expected: Head,
+        sequences: Sequence[int],
+        record: CausalNode,
+    ) -> Head:
+        """Remove the nodes at ``sequences`` from ``scope`` and append ``record``, at once.
+
+        The scope must stand at ``expected`` (generation and sequence, else
+        ``Conflict``, nothing done); its generation is bumped, like a reset's, so a
+        writer that computed against the old head conflicts; ``record`` (sequence
+        ``expected.sequence + 1``, the scope's frontier as parents) is the last node and
+        the only head after it. Never the newest node (a head): a sequence is never
+        reused. All or nothing. Returns the new head. ``tether.control.prune`` plans it.
+        """
+        check_name("namespace", namespace)
+        check_name("scope", scope)
+        cut = tuple(sorted(set(sequences)))
+        if any(type(s) is not int or not 1 <= s < expected.sequence for s in cut):
+            raise InvalidRequest(
+                f"prune removes nodes 1 .. {expected.sequence - 1} of {scope!r} (never the "
+                "newest), by sequence",
+                field="sequences",
+            )
+        write = ScopeWrite(
+            scope=scope,
+            expected_generation=expected.generation + 1,
+            expected_sequence=expected.sequence,
+            nodes=(record,),
+            frontier=(record.id,),
+        )
+        check_writes(namespace, [write])
+        if not set(expected.frontier) <= set(record.parents):
+            raise InvalidRequest("a prune record's parents include the scope's frontier")
+        return await self._do_prune(namespace, scope, expected, cut, write)
+
+    async def _do_prune(
+        self, namespace: str, scope: str, expected: Head, cut: tuple[int, ...], write: ScopeWrite
+    ) -> Head:
+        """``prune`` once checked: delete ``cut``, bump the generation, commit ``write``
+        (computed against the bumped generation), all or nothing. The default: this
+        backend cannot prune yet."""
+        raise StoreError(f"{type(self).__name__} cannot prune yet", code="prune_unsupported")
 
     async def delete_namespace(self, namespace: str) -> int:
         """Reset every scope of the namespace; return how many scopes held nodes."""

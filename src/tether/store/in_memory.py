@@ -34,7 +34,9 @@ from .keys import KeyStore, MemoryKeyStore
 class _Scope:
     generation: int = 0
     frontier: tuple[str, ...] = ()
-    nodes: list[tuple[CausalNode, bytes]] = field(default_factory=list)  # payload=None, bytes
+    # (node with payload=None, payload bytes) at index sequence-1; None: pruned
+    nodes: list[tuple[CausalNode, bytes] | None] = field(default_factory=list)
+    holes: int = 0  # how many of them were pruned
     by_id: dict[str, int] = field(default_factory=dict)  # id -> index
     heads: dict[str, int] = field(default_factory=dict)  # resource key -> index
     versions: dict[str, list[int]] = field(default_factory=dict)
@@ -50,6 +52,12 @@ class MemoryStore(Store):
 
     def _scope(self, namespace: str, scope: str) -> _Scope | None:
         return self._data.get(namespace, {}).get(scope)
+
+    @staticmethod
+    def _at(sc: _Scope, index: int) -> tuple[CausalNode, bytes]:
+        entry = sc.nodes[index]
+        assert entry is not None, "an index of a pruned node"  # the indexes drop them
+        return entry
 
     def _out(self, namespace: str, scope: str, entry: tuple[CausalNode, bytes]) -> CausalNode:
         node, data = entry
@@ -107,6 +115,47 @@ class MemoryStore(Store):
             ns[scope] = _Scope(generation=gen)
             return Head(generation=gen)
 
+    async def _do_prune(
+        self, namespace: str, scope: str, expected: Head, cut: tuple[int, ...], write: ScopeWrite
+    ) -> Head:
+        with self._lock:
+            sc = self._scope(namespace, scope) or _Scope()
+            actual = (sc.generation, len(sc.nodes))
+            if actual != (expected.generation, expected.sequence):
+                raise conflict(namespace, scope, (expected.generation, expected.sequence), actual)
+            (record,) = write.nodes
+            if record.id in sc.by_id:
+                raise DuplicateNodes(
+                    f"scope {scope!r} already holds node {record.id}",
+                    namespace=namespace,
+                    scope=scope,
+                    ids=[record.id],
+                )
+            gone = {s - 1 for s in cut}
+            # Sequences are kept (a removed node leaves a hole, never a renumbering).
+            for i in gone:
+                entry = sc.nodes[i]
+                if entry is not None:
+                    sc.by_id.pop(entry[0].id, None)
+                    sc.nodes[i] = None
+                    sc.holes += 1
+            for key, idxs in sc.versions.items():
+                sc.versions[key] = [i for i in idxs if i not in gone]
+            sc.generation += 1
+            idx = len(sc.nodes)
+            sc.nodes.append(
+                (
+                    dataclasses.replace(record, payload=None),
+                    self.codec.encode(namespace, scope, record.payload),
+                )
+            )
+            sc.by_id[record.id] = idx
+            assert record.resource_key is not None
+            sc.heads[record.resource_key] = idx
+            sc.versions.setdefault(record.resource_key, []).append(idx)
+            sc.frontier = write.frontier
+            return Head(generation=sc.generation, sequence=idx + 1, frontier=sc.frontier)
+
     async def _do_delete_namespace(self, namespace: str) -> int:
         with self._lock:
             ns = self._data.get(namespace, {})
@@ -141,10 +190,18 @@ class MemoryStore(Store):
             hi = len(sc.nodes) if before is None else min(max(before - 1, 0), len(sc.nodes))
             if lo >= hi:
                 return []
-            if descending:
-                picked = sc.nodes[max(lo, hi - limit) : hi][::-1]
+            picked: list[tuple[CausalNode, bytes]] = []
+            if sc.holes:  # a pruned scope: skip the holes, ``limit`` counts nodes
+                for i in range(hi - 1, lo - 1, -1) if descending else range(lo, hi):
+                    e = sc.nodes[i]
+                    if e is not None:
+                        picked.append(e)
+                        if len(picked) == limit:
+                            break
+            elif descending:
+                picked = sc.nodes[max(lo, hi - limit) : hi][::-1]  # type: ignore[assignment]
             else:
-                picked = sc.nodes[lo : min(hi, lo + limit)]
+                picked = sc.nodes[lo : min(hi, lo + limit)]  # type: ignore[assignment]
             return [self._out(namespace, scope, e) for e in picked]
 
     async def get_nodes(
@@ -155,7 +212,9 @@ class MemoryStore(Store):
             if sc is None:
                 return {}
             return {
-                i: self._out(namespace, scope, sc.nodes[sc.by_id[i]]) for i in ids if i in sc.by_id
+                i: self._out(namespace, scope, self._at(sc, sc.by_id[i]))
+                for i in ids
+                if i in sc.by_id
             }
 
     async def resource_head(self, namespace: str, scope: str, key: str) -> CausalNode | None:
@@ -163,7 +222,7 @@ class MemoryStore(Store):
             sc = self._scope(namespace, scope)
             if sc is None or key not in sc.heads:
                 return None
-            return self._out(namespace, scope, sc.nodes[sc.heads[key]])
+            return self._out(namespace, scope, self._at(sc, sc.heads[key]))
 
     async def resource_heads(
         self, namespace: str, scope: str, prefix: str = ""
@@ -173,7 +232,7 @@ class MemoryStore(Store):
             if sc is None:
                 return {}
             return {
-                k: self._out(namespace, scope, sc.nodes[i])
+                k: self._out(namespace, scope, self._at(sc, i))
                 for k, i in sorted(sc.heads.items())
                 if k.startswith(prefix)
             }
@@ -186,7 +245,8 @@ class MemoryStore(Store):
             if sc is None:
                 return []
             return [
-                self._out(namespace, scope, sc.nodes[i]) for i in sc.versions.get(key, [])[:limit]
+                self._out(namespace, scope, self._at(sc, i))
+                for i in sc.versions.get(key, [])[:limit]
             ]
 
     async def list_namespaces(self, *, after: str | None = None, limit: int = 100) -> list[str]:
@@ -222,8 +282,9 @@ class MemoryStore(Store):
             if sc is None:
                 return ScopeStats(nodes=0, payload_bytes=0, kinds={})
             kinds: dict[str, int] = {}
-            for n, _ in sc.nodes:
+            held = [e for e in sc.nodes if e is not None]
+            for n, _ in held:
                 kinds[n.kind] = kinds.get(n.kind, 0) + 1
             return ScopeStats(
-                nodes=len(sc.nodes), payload_bytes=sum(len(b) for _, b in sc.nodes), kinds=kinds
+                nodes=len(held), payload_bytes=sum(len(b) for _, b in held), kinds=kinds
             )

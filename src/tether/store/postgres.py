@@ -365,26 +365,8 @@ class PostgresStore(Store):
         # Lock heads in one global order (scope name), as delete_namespace does, so
         # two multi-scope commits never wait on each other in a cycle.
         ordered = sorted(writes, key=lambda w: w.scope)
-        args: list[list[Any]] = [[] for _ in range(14)]
-        (scopes, gens, seqs, counts, frontiers) = args[:5]
-        (n_scope, n_seq, n_id, n_kind, n_parents, n_cms, n_ctext, n_rkey, n_payload) = args[5:]
-        for i, w in enumerate(ordered, start=1):
-            scopes.append(w.scope)
-            gens.append(w.expected_generation)
-            seqs.append(w.expected_sequence)
-            counts.append(len(w.nodes))
-            frontiers.append(pack_ids(w.frontier))
-            for n in w.nodes:
-                n_scope.append(i)
-                n_seq.append(n.sequence)
-                n_id.append(bytes.fromhex(n.id[3:]))
-                n_kind.append(KIND_CODE[n.kind])
-                n_parents.append(pack_ids(n.parents))
-                c = created_at_value(n.created_at)
-                n_cms.append(c if isinstance(c, int) else None)
-                n_ctext.append(c if isinstance(c, str) else None)
-                n_rkey.append(n.resource_key)
-                n_payload.append(self.codec.encode(namespace, w.scope, n.payload))
+        args = self._commit_args(namespace, ordered)
+        n_rkey = args[12]
 
         import asyncpg
 
@@ -413,6 +395,68 @@ class PostgresStore(Store):
                 ) from None
 
         await self._with_conn(run)
+
+    async def _do_prune(
+        self, namespace: str, scope: str, expected: Head, cut: tuple[int, ...], write: ScopeWrite
+    ) -> Head:
+        args = self._commit_args(namespace, [write])
+        s = self._q
+
+        async def run(conn: Any) -> None:
+            async with conn.transaction():
+                row = await conn.fetchrow(
+                    f"SELECT sid, generation, sequence FROM {s['scopes']}"
+                    " WHERE ns = $1 AND scope = $2 FOR UPDATE",
+                    namespace,
+                    scope,
+                )
+                stand = (0, 0) if row is None else (row["generation"], row["sequence"])
+                if row is None or stand != (expected.generation, expected.sequence):
+                    raise conflict(
+                        namespace, scope, (expected.generation, expected.sequence), stand
+                    )
+                await conn.execute(
+                    f"DELETE FROM {s['nodes']} WHERE sid = $1 AND seq = ANY($2::bigint[])",
+                    row["sid"],
+                    list(cut),
+                )
+                await conn.execute(
+                    f"UPDATE {s['scopes']} SET generation = generation + 1 WHERE sid = $1",
+                    row["sid"],
+                )
+                # The record, computed against the bumped generation (the lock is ours).
+                await conn.execute(s["commit"], namespace, *args, True)
+
+        await self._with_conn(run)
+        return Head(
+            generation=expected.generation + 1,
+            sequence=expected.sequence + 1,
+            frontier=write.frontier,
+        )
+
+    def _commit_args(self, namespace: str, ordered: Sequence[ScopeWrite]) -> list[list[Any]]:
+        """``tether_commit``'s array arguments for ``ordered`` (sorted by scope)."""
+        args: list[list[Any]] = [[] for _ in range(14)]
+        (scopes, gens, seqs, counts, frontiers) = args[:5]
+        (n_scope, n_seq, n_id, n_kind, n_parents, n_cms, n_ctext, n_rkey, n_payload) = args[5:]
+        for i, w in enumerate(ordered, start=1):
+            scopes.append(w.scope)
+            gens.append(w.expected_generation)
+            seqs.append(w.expected_sequence)
+            counts.append(len(w.nodes))
+            frontiers.append(pack_ids(w.frontier))
+            for n in w.nodes:
+                n_scope.append(i)
+                n_seq.append(n.sequence)
+                n_id.append(bytes.fromhex(n.id[3:]))
+                n_kind.append(KIND_CODE[n.kind])
+                n_parents.append(pack_ids(n.parents))
+                c = created_at_value(n.created_at)
+                n_cms.append(c if isinstance(c, int) else None)
+                n_ctext.append(c if isinstance(c, str) else None)
+                n_rkey.append(n.resource_key)
+                n_payload.append(self.codec.encode(namespace, w.scope, n.payload))
+        return args
 
     async def _duplicates(
         self, conn: Any, namespace: str, writes: Sequence[ScopeWrite]

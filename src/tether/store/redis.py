@@ -147,6 +147,7 @@ class RedisStore(Store):
         self._loop = asyncio.get_running_loop()  # the pool's connections belong to it
         self._commit = client.register_script(lua.COMMIT)
         self._reset = client.register_script(lua.RESET)
+        self._prune = client.register_script(lua.PRUNE)
         self._delete_batch = client.register_script(lua.DELETE_BATCH)
         self._range = client.register_script(lua.RANGE)
         self._get = client.register_script(lua.GET)
@@ -372,6 +373,55 @@ class RedisStore(Store):
             if not left:
                 await self._forget_if_empty(namespace)
         return Head(generation=int(gen))
+
+    async def _do_prune(
+        self, namespace: str, scope: str, expected: Head, cut: tuple[int, ...], write: ScopeWrite
+    ) -> Head:
+        keys = [*self._ns_keys(namespace), *self._scope_keys(namespace, scope)]
+        args: list[bytes | str | int] = [expected.generation, expected.sequence, 0]
+        nbytes, kinds = 0, dict[str, int]()
+        async with self._errors("prune"):
+            blobs: list[Any] = []
+            for i in range(0, len(cut), 500):
+                blobs += await self._r.hmget(keys[3], [str(s) for s in cut[i : i + 500]])
+        removed = 0
+        for seq, blob in zip(cut, blobs, strict=True):
+            if not isinstance(blob, bytes):
+                continue  # not there (a reset since): the script's head check tells
+            header, _, payload = blob.partition(b"\n")
+            nid, kind, _, _, _, rk = orjson.loads(header)
+            member = b"" if rk is None else _escape_key(rk) + str(seq).zfill(_SEQ_DIGITS).encode()
+            args += [seq, nid, member]
+            nbytes += len(payload)
+            kinds[kind] = kinds.get(kind, 0) + 1
+            removed += 1
+        args[2] = removed
+        args += [nbytes, len(kinds)]
+        for kind, count in kinds.items():
+            args += [kind, count]
+        (record,) = write.nodes
+        payload = self.codec.encode(namespace, scope, record.payload)
+        assert record.resource_key is not None
+        rk = record.resource_key
+        args += [
+            record.id,
+            record.sequence,
+            _encode_node(record, payload),
+            rk,
+            _escape_key(rk) + str(record.sequence).zfill(_SEQ_DIGITS).encode(),
+            len(payload),
+            ",".join(write.frontier),
+        ]
+        async with self._errors("prune"):
+            result = await self._prune(keys=keys, args=args)
+        if result[0] == b"conflict":
+            raise conflict(
+                namespace,
+                scope,
+                (expected.generation, expected.sequence),
+                (int(result[1]), int(result[2])),
+            )
+        return Head(generation=int(result[1]), sequence=record.sequence, frontier=write.frontier)
 
     async def _do_delete_namespace(self, namespace: str) -> int:
         stem = self._stem(namespace)

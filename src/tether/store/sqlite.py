@@ -776,6 +776,48 @@ class SQLiteStore(Store):
             self._rollback()
             raise
 
+    async def _do_prune(
+        self, namespace: str, scope: str, expected: Head, cut: tuple[int, ...], write: ScopeWrite
+    ) -> Head:
+        prepared = self._prepare(namespace, write)
+        return await self._call(self._prune, namespace, scope, expected, cut, prepared)
+
+    def _prune(
+        self, namespace: str, scope: str, expected: Head, cut: tuple[int, ...], p: _Prepared
+    ) -> Head:
+        c = self._c
+        # The freed pages are zeroed (an encrypted store's pruned ciphertext is gone from
+        # the file, not only unlinked), for this transaction.
+        secure = c.execute("PRAGMA secure_delete").fetchone()[0]
+        c.execute("PRAGMA secure_delete=ON")
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            sid = self._sid(namespace, scope)
+            stand = (0, 0) if sid is None else self._stand(sid)
+            if sid is None or stand != (expected.generation, expected.sequence):
+                raise conflict(namespace, scope, (expected.generation, expected.sequence), stand)
+            base = sid << 32
+            for i in range(0, len(cut), _IN_CHUNK):
+                chunk = cut[i : i + _IN_CHUNK]
+                c.execute(
+                    f"DELETE FROM tether_nodes WHERE k IN ({','.join('?' * len(chunk))})",
+                    [base | s for s in chunk],
+                )
+            c.execute("UPDATE tether_scopes SET generation = generation + 1 WHERE sid = ?", (sid,))
+            self._commit_one(namespace, p)  # checks (generation + 1, sequence): this one's
+            c.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+        finally:
+            c.execute(f"PRAGMA secure_delete={int(secure)}")
+        (record,) = p.rows
+        return Head(
+            generation=expected.generation + 1,
+            sequence=expected.sequence + 1,
+            frontier=("cw_" + record[1].hex(),),
+        )
+
     def _delete_nodes(self, sid: int) -> None:
         c = self._c
         c.execute(

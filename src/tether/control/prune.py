@@ -1,0 +1,397 @@
+"""Prune: physically remove the nodes of a scope that nothing current needs (issue 43).
+
+    plan = await control.prune(store, namespace="acme", thread="t1", dry_run=True)
+    plan.nodes, plan.payload_bytes, plan.to_dict()        # what it would free
+    await control.prune(store, namespace="acme", thread="t1", keep_versions=3)
+
+What goes (``plan_prune``, pure, over the scope's nodes):
+
+* **what a summary stands for** (``compacted``, on by default): every node of a
+  finished run (it has an answer or a protocol_error) that lies wholly at or before
+  the ``through`` of the current summary of every LLM node of the thread. A view
+  reads from its summary on, so none of them is shown again.
+* **old versions** (``keep_versions=N``): versions of variables (``var:``) and
+  memories (``semantic:``, not summaries, whose older versions undo a compaction)
+  older than the newest N.
+* **finished runs older than a date** (``finished_before``): of a run finished
+  before it, the nodes no view shows (its tool_call and verification nodes); the rest
+  of it too when a summary stands for it (as ``compacted``).
+
+What always stays: the frontier; the current version of every resource key (every
+variable, memory, system prompt, summary, run index entry, step record); every node
+of a run that is not finished, and of the thread's latest run (so a pending
+approval, an unfinished tool call and the execution state of the run in progress
+are never touched); anything outside a run. So every current projection (each LLM's
+view from its summary on, the variables, the memories, the run index and the runs
+that can still move) reads the same after a prune as before
+(tests/test_prune.py checks it over random threads).
+
+The cut is committed as one node of the scope, kind ``resource`` and resource key
+``prune``: what was cut (the sequences, the ids of those a remaining node names as a
+parent, the count, the bytes, and a digest of the cut nodes: SHA-256 of their
+canonical snapshot form in sequence order), so ``verify`` still proves every node
+that remains and an export says what it lacks. The store removes the nodes, bumps the
+scope's generation (fenced like a reset: a writer that computed against the old
+head gets a ``Conflict``, and every process's kept views are read again) and appends
+the record, atomically: after a crash the scope is as before or as after.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..core import scopes
+from ..core.canonical import canonical_json
+from ..core.errors import Conflict, InvalidRequest
+from ..core.graph import CausalNode, make_node
+from ..projections.projection import SummaryContent, summary_key
+from ..projections.reads import read_nodes
+from ..store.base import Store, check_name
+
+__all__ = [
+    "PRUNE_KEY",
+    "PrunePlan",
+    "PruneResult",
+    "plan_prune",
+    "prune",
+    "prune_record_payload",
+]
+
+PRUNE_KEY: Final = "prune"  # resource key of a scope's prune records
+_VERSIONED = ("var:", "semantic:")
+_SUMMARY = "semantic:summary:"
+# Nodes of a finished run that no view shows (the inference holds its calls).
+_BOOKKEEPING = frozenset({"tool_call", "verification"})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PrunePlan:
+    """What a prune of one scope removes: the nodes' sequences (ascending), the ids of
+    those a remaining node names as a parent, and their count and payload bytes."""
+
+    scope: str
+    sequences: tuple[int, ...] = ()
+    parents_cut: tuple[str, ...] = ()
+    payload_bytes: int = 0
+    digest: str = ""
+    reasons: dict[str, int] = field(default_factory=dict)  # reason -> nodes
+
+    @property
+    def nodes(self) -> int:
+        return len(self.sequences)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scope": self.scope,
+            "nodes": self.nodes,
+            "payload_bytes": self.payload_bytes,
+            "reasons": dict(self.reasons),
+            "digest": self.digest,
+        }
+
+
+def _run(n: CausalNode) -> str | None:
+    p = n.payload
+    r = p.get("run") if isinstance(p, dict) else None
+    return r if isinstance(r, str) else None
+
+
+def _llm(n: CausalNode) -> str | None:
+    p = n.payload
+    v = p.get("llm") if isinstance(p, dict) else None
+    return v if isinstance(v, str) else None
+
+
+def _through(nodes: Sequence[CausalNode]) -> int:
+    """The sequence up to which every LLM node's current summary stands (0: none)."""
+    llms: set[str] = set()
+    summaries: dict[str, CausalNode] = {}
+    for n in nodes:
+        if n.kind in ("goal", "inference"):
+            llm = _llm(n)
+            if llm is not None:
+                llms.add(llm)
+        if n.resource_key is not None and n.resource_key.startswith(_SUMMARY):
+            summaries[n.resource_key] = n  # the newest wins: sequence order
+    if not llms:
+        return 0
+    through = None
+    for llm in llms:
+        node = summaries.get(summary_key(llm))
+        s = None
+        if node is not None and isinstance(node.payload, dict):
+            s = SummaryContent.parse(node.payload.get("content"))
+        t = s.through if s is not None else 0
+        through = t if through is None else min(through, t)
+    return through or 0
+
+
+def plan_prune(
+    scope: str,
+    nodes: Sequence[CausalNode],
+    frontier: Iterable[str],
+    *,
+    compacted: bool = True,
+    keep_versions: int | None = None,
+    finished_before: str | None = None,
+    payload_size: Any = None,
+) -> PrunePlan:
+    """The nodes of ``scope`` (all of them, in sequence order) that a prune removes.
+
+    ``finished_before``: an ISO 8601 timestamp compared with the nodes' createdAt (as
+    tether writes them, UTC with a ``Z``). ``payload_size(node) -> int`` counts the
+    bytes freed (default: the length of the payload's canonical JSON).
+    """
+    if keep_versions is not None and (type(keep_versions) is not int or keep_versions < 1):
+        raise InvalidRequest(
+            f"keep_versions is an integer >= 1 (the newest versions kept), got {keep_versions!r}",
+            field="keep_versions",
+        )
+    if finished_before is not None and not isinstance(finished_before, str):
+        raise InvalidRequest(
+            f"finished_before is an ISO 8601 timestamp, got {finished_before!r}",
+            field="finished_before",
+        )
+    keep: set[int] = set()
+    front = set(frontier)
+    heads: dict[str, int] = {}
+    versions: dict[str, list[int]] = {}
+    runs: dict[str, list[CausalNode]] = {}
+    finished: set[str] = set()
+    latest: str | None = None
+    for n in nodes:
+        if n.id in front:
+            keep.add(n.sequence)
+        rk = n.resource_key
+        if rk is not None:
+            heads[rk] = n.sequence
+            versions.setdefault(rk, []).append(n.sequence)
+        r = _run(n)
+        if r is None:
+            if rk is None:
+                keep.add(n.sequence)  # outside any run, not a version: stays
+            continue
+        runs.setdefault(r, []).append(n)
+        if n.kind == "goal":
+            latest = r
+        elif n.kind in ("answer", "protocol_error"):
+            finished.add(r)
+    keep.update(heads.values())
+
+    cut: dict[int, str] = {}  # sequence -> reason
+    through = _through(nodes) if compacted or finished_before is not None else 0
+    for r, members in runs.items():
+        if r not in finished or r == latest:
+            continue
+        if not any(n.kind == "goal" for n in members):
+            continue  # a run whose goal this scope lacks (a fork's): not ours to judge
+        last = members[-1]
+        covered = through > 0 and last.sequence <= through
+        old = finished_before is not None and max(n.created_at for n in members) < finished_before
+        if compacted and covered:
+            for n in members:
+                cut.setdefault(n.sequence, "compacted")
+        elif old and covered:
+            for n in members:
+                cut.setdefault(n.sequence, "finished_before")
+        elif old:
+            for n in members:
+                if n.kind in _BOOKKEEPING:
+                    cut.setdefault(n.sequence, "finished_before")
+    if keep_versions is not None:
+        for rk, seqs in versions.items():
+            if rk.startswith(_VERSIONED) and not rk.startswith(_SUMMARY):
+                for s in seqs[:-keep_versions]:
+                    cut.setdefault(s, "old_versions")
+    for s in keep:
+        cut.pop(s, None)
+    # A version of a key, cut above as a member of a run: its key's head stays (kept).
+    if not cut:
+        return PrunePlan(scope=scope)
+    gone = [n for n in nodes if n.sequence in cut]
+    remaining_parents = {p for n in nodes if n.sequence not in cut for p in n.parents}
+    size = payload_size or (lambda n: len(canonical_json(n.payload)))
+    reasons: dict[str, int] = {}
+    for why in cut.values():
+        reasons[why] = reasons.get(why, 0) + 1
+    return PrunePlan(
+        scope=scope,
+        sequences=tuple(sorted(cut)),
+        parents_cut=tuple(sorted(n.id for n in gone if n.id in remaining_parents)),
+        payload_bytes=sum(size(n) for n in gone),
+        digest=digest(gone),
+        reasons=reasons,
+    )
+
+
+def digest(nodes: Iterable[CausalNode]) -> str:
+    """SHA-256 of the nodes' canonical snapshot form, in the order given."""
+    h = hashlib.sha256()
+    for n in nodes:
+        h.update(canonical_json(n.to_dict()))
+        h.update(b"\n")
+    return "sha256:" + h.hexdigest()
+
+
+def ranges(sequences: Sequence[int]) -> list[list[int]]:
+    """Ascending sequences as [first, last] ranges: [1, 2, 3, 7] -> [[1, 3], [7, 7]]."""
+    out: list[list[int]] = []
+    for s in sequences:
+        if out and out[-1][1] == s - 1:
+            out[-1][1] = s
+        else:
+            out.append([s, s])
+    return out
+
+
+def prune_record_payload(plan: PrunePlan, options: dict[str, Any]) -> dict[str, Any]:
+    """The payload of the ``prune`` record a prune commits."""
+    return {
+        "pruned": {
+            "nodes": plan.nodes,
+            "sequences": ranges(plan.sequences),
+            "parents": list(plan.parents_cut),
+            "payload_bytes": plan.payload_bytes,
+            "digest": plan.digest,
+            "reasons": dict(plan.reasons),
+        },
+        "options": options,
+    }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PruneResult:
+    """What ``prune`` did (or, with ``dry_run``, would do) to one scope."""
+
+    namespace: str
+    scope: str
+    dry_run: bool
+    nodes: int
+    payload_bytes: int
+    reasons: dict[str, int] = field(default_factory=dict)
+    digest: str = ""
+    record: str | None = None  # the id of the prune record committed (None: none)
+    generation: int = 0  # the scope's generation after (a prune bumps it)
+    operation: str = field(default="prune", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "operation": self.operation,
+            "namespace": self.namespace,
+            "scope": self.scope,
+            "dry_run": self.dry_run,
+            "nodes": self.nodes,
+            "payload_bytes": self.payload_bytes,
+            "reasons": dict(self.reasons),
+            "digest": self.digest,
+            "record": self.record,
+            "generation": self.generation,
+        }
+
+
+_ATTEMPTS: Final = 5
+
+
+async def prune(
+    store: Store,
+    namespace: str,
+    *,
+    thread: str | None = None,
+    user: str | None = None,
+    compacted: bool = True,
+    keep_versions: int | None = None,
+    finished_before: str | None = None,
+    dry_run: bool = False,
+) -> PruneResult:
+    """Prune one scope (``thread``, ``user``, or with neither the ``app`` scope): see the
+    module docstring. ``dry_run`` plans only and says what it would free.
+
+    Reads the scope, plans, and commits the cut against the head it read: a writer
+    that moved the scope meanwhile makes it plan again (a few times, then
+    ``Conflict``); a writer that computed against the head before the prune gets a
+    ``Conflict``. Raises ``InvalidRequest`` for bad options, before anything is read.
+    """
+    check_name("namespace", namespace)
+    if thread is not None and user is not None:
+        raise InvalidRequest("prune one scope: thread= or user=, not both", field="user")
+    scope = (
+        scopes.thread(thread)
+        if thread is not None
+        else scopes.user(user)
+        if user is not None
+        else scopes.APP
+    )
+    if type(compacted) is not bool or type(dry_run) is not bool:
+        raise InvalidRequest("compacted and dry_run are booleans", field="compacted")
+    if finished_before is not None:
+        finished_before = _timestamp(finished_before)
+    options: dict[str, Any] = {
+        "compacted": compacted,
+        "keep_versions": keep_versions,
+        "finished_before": finished_before,
+    }
+    plan_prune(scope, (), (), **options)  # the options' own checks, before any read
+    for _ in range(_ATTEMPTS):
+        head = await store.head(namespace, scope)
+        nodes = await read_nodes(store, namespace, scope, after=0, before=head.sequence + 1)
+        plan = plan_prune(scope, nodes, head.frontier, **options)
+        if dry_run or not plan.sequences:
+            return PruneResult(
+                namespace=namespace,
+                scope=scope,
+                dry_run=dry_run,
+                nodes=plan.nodes,
+                payload_bytes=plan.payload_bytes,
+                reasons=plan.reasons,
+                digest=plan.digest,
+                generation=head.generation,
+            )
+        previous = await store.resource_head(namespace, scope, PRUNE_KEY)
+        parents = sorted({*head.frontier, *([previous.id] if previous is not None else [])})
+        record = make_node(
+            "resource",
+            prune_record_payload(plan, options),
+            parents,
+            sequence=head.sequence + 1,
+            resource_key=PRUNE_KEY,
+        )
+        try:
+            after = await store.prune(
+                namespace, scope, expected=head, sequences=plan.sequences, record=record
+            )
+        except Conflict:
+            continue
+        return PruneResult(
+            namespace=namespace,
+            scope=scope,
+            dry_run=False,
+            nodes=plan.nodes,
+            payload_bytes=plan.payload_bytes,
+            reasons=plan.reasons,
+            digest=plan.digest,
+            record=record.id,
+            generation=after.generation,
+        )
+    raise Conflict(f"{scope!r} kept moving while it was pruned; nothing was cut, retry")
+
+
+def _timestamp(value: Any) -> str:
+    """An ISO 8601 timestamp as tether writes createdAt (UTC, milliseconds, ``Z``)."""
+    if not isinstance(value, str):
+        raise InvalidRequest(
+            f"finished_before is an ISO 8601 timestamp, got {value!r}", field="finished_before"
+        )
+    try:
+        t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidRequest(
+            f"finished_before is an ISO 8601 timestamp, got {value!r}", field="finished_before"
+        ) from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.UTC)
+    t = t.astimezone(dt.UTC)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"

@@ -1,0 +1,331 @@
+"""Prune (issue 43): nodes nothing current needs go; every current projection stays.
+
+* Over random threads (finished, failed and unfinished runs, parallel calls, two LLM
+  nodes, compactions, variables and memories with many versions), a prune with random
+  options leaves every current projection as it was: each LLM's view (whole buffer and
+  window, from its summary on), every resource head, the latest run's task state and
+  every pending approval; and a view a store object kept from before is read again.
+* The store's part: fenced like a reset (a writer computed against the old head gets a
+  Conflict, nothing written), all or nothing, every backend of the conformance fixture
+  that can prune; SQLite under SIGKILL in the middle is before or after, nothing between;
+  on an encrypted SQLite store the pruned ciphertext is gone from the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tether
+from memory_helpers import Thread
+from tether import Transaction, transact
+from tether.control import tasks
+from tether.control.prune import PRUNE_KEY, plan_prune, prune
+from tether.core.errors import Conflict, InvalidRequest
+from tether.projections import Buffer, Window, compact, conversation_view
+from tether.store.base import Store
+from tether.store.in_memory import MemoryStore
+
+ROOT = Path(__file__).resolve().parent.parent
+LLMS = ("agent", "other")
+NS = "ns"
+
+run_st = st.fixed_dictionaries(
+    {
+        "llm": st.sampled_from(LLMS),
+        "calls": st.integers(0, 2),
+        "results": st.booleans(),
+        "end": st.sampled_from(["answer", "error", "none", "approval"]),
+        "compact": st.booleans(),
+        "writes": st.integers(0, 3),  # variable and memory versions written after the run
+    }
+)
+
+
+async def build(store: Store, runs: list[dict[str, Any]]) -> Thread:
+    t = Thread(store, NS, "t")
+    await t.system("sys")
+    for i, r in enumerate(runs):
+        rid, llm = f"run_{i}", r["llm"]
+        await t.goal(rid, f"q{i}", llm)
+        calls = [(f"c{i}_{k}", "f", {"k": k}) for k in range(r["calls"])]
+        await t.inference(
+            rid, None if calls else f"a{i}", calls, llm=llm, needs_approval=r["end"] == "approval"
+        )
+        if r["results"] and r["end"] != "approval":
+            for cid, _, _ in calls:
+                await t.result(rid, cid, f"r{cid}", name="f", llm=llm)
+            if calls:
+                await t.inference(rid, f"a{i}", llm=llm)
+        if r["end"] == "answer":
+            await t.answer(rid)
+        elif r["end"] == "error":
+            await t.error(rid)
+
+        async def write(txn: Transaction, i: int = i, n: int = r["writes"]) -> None:
+            for k in range(n):
+                await txn.append(t.scope, "resource", {"value": [i, k]}, resource_key="var:x")
+                await txn.semantic(t.scope, "memory", f"m{k % 2}", f"v{i}.{k}")
+
+        await transact(store, NS, write)
+        if r["compact"]:
+            for llm in LLMS:
+                await compact(
+                    store, NS, "t", llm=llm, strategy="recent", max_messages=2, preserve_recent=1
+                )
+    return t
+
+
+async def projections(store: Store) -> dict[str, Any]:
+    """Every current projection of thread t, as plain data."""
+    out: dict[str, Any] = {}
+    runs = {n.payload.get("run") for n in await store.nodes(NS, "thread:t") if n.kind == "goal"}
+    for llm in LLMS:
+        for run in [*sorted(runs, key=str)[-2:], None]:
+            for pol in (Buffer(), Window(size=3)):
+                v = await conversation_view(store, NS, "t", llm=llm, run=run, policy=pol)
+                out[f"{llm}/{run}/{pol.name}"] = (v.messages, v.kept, v.summary)
+    heads = await store.resource_heads(NS, "thread:t")
+    out["heads"] = {k: n.id for k, n in heads.items() if k != PRUNE_KEY}
+    if runs:
+        out["task"] = (await tasks.task(store, NS, "t")).to_dict()
+    out["pending"] = [p.to_dict() for p in await tasks.pending_approvals(store, NS, "t")]
+    return out
+
+
+options_st = st.fixed_dictionaries(
+    {
+        "compacted": st.booleans(),
+        "keep_versions": st.one_of(st.none(), st.integers(1, 3)),
+        "finished_before": st.one_of(st.none(), st.just("2999-01-01T00:00:00.000Z")),
+    }
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(run_st, min_size=1, max_size=7), options_st)
+def test_a_prune_leaves_every_current_projection(
+    runs: list[dict[str, Any]], options: dict[str, Any]
+) -> None:
+    async def go() -> None:
+        store = MemoryStore()
+        await build(store, runs)
+        before = await projections(store)  # views kept by this store object from here
+        nodes_before = await store.nodes(NS, "thread:t")
+        result = await prune(store, NS, thread="t", **options)
+        after = await projections(store)
+        assert after == before
+        nodes_after = await store.nodes(NS, "thread:t")
+        if result.nodes:
+            # What was cut is what the plan said, every other node kept its id and place.
+            assert result.record is not None and nodes_after[-1].id == result.record
+            kept = {(n.sequence, n.id) for n in nodes_after[:-1]}
+            assert kept <= {(n.sequence, n.id) for n in nodes_before}
+            assert len(nodes_before) - len(kept) == result.nodes
+            record = nodes_after[-1]
+            assert record.resource_key == PRUNE_KEY
+            assert record.payload["pruned"]["digest"] == result.digest
+            head = await store.head(NS, "thread:t")
+            assert head.generation == 1 and head.sequence == nodes_before[-1].sequence + 1
+        else:
+            assert nodes_after == nodes_before and result.record is None
+        # Once pruned, nothing more of what these options cut is left.
+        again = await prune(store, NS, thread="t", dry_run=True, **options)
+        assert again.nodes == 0
+
+    asyncio.run(go())
+
+
+async def _long_thread(store: Store, turns: int = 6, ns: str = NS) -> None:
+    t = Thread(store, ns, "t")
+    for i in range(turns):
+        await t.tool_turn(f"run_{i}", f"q{i}", [(f"c{i}", "f", {})], [f"r{i}"], f"a{i}")
+        await transact(
+            store,
+            ns,
+            lambda txn, i=i: txn.append(t.scope, "resource", {"v": i}, resource_key="var:x"),
+        )
+    await compact(store, ns, "t", strategy="recent", max_messages=4, preserve_recent=2)
+
+
+async def test_a_dry_run_says_what_it_would_free_and_changes_nothing(store: Store, ns: str) -> None:
+    await _long_thread(store, ns=ns)
+    before = await store.nodes(ns, "thread:t")
+    head = await store.head(ns, "thread:t")
+    dry = await prune(store, ns, thread="t", keep_versions=1, dry_run=True)
+    assert dry.dry_run and dry.nodes > 0 and dry.payload_bytes > 0 and dry.record is None
+    assert set(dry.reasons) == {"compacted", "old_versions"}
+    assert await store.nodes(ns, "thread:t") == before
+    assert await store.head(ns, "thread:t") == head
+    plan = plan_prune("thread:t", before, head.frontier, keep_versions=1)
+    assert (plan.nodes, plan.digest) == (dry.nodes, dry.digest)
+    done = await prune(store, ns, thread="t", keep_versions=1)
+    assert (done.nodes, done.digest, done.dry_run) == (dry.nodes, dry.digest, False)
+    stats = await store.stats(ns, "thread:t")
+    assert stats.nodes == len(before) - done.nodes + 1
+    assert done.to_dict()["operation"] == "prune"
+
+
+async def test_a_writer_computed_before_the_prune_conflicts(store: Store, ns: str) -> None:
+    await _long_thread(store, ns=ns)
+    stale = await store.head(ns, "thread:t")
+    await prune(store, ns, thread="t")
+    txn = Transaction(store, ns)
+    txn.seed("thread:t", stale)
+    await txn.append("thread:t", "resource", {"late": True}, resource_key="var:y")
+    with pytest.raises(Conflict):
+        await txn.commit()
+    assert await store.resource_head(ns, "thread:t", "var:y") is None
+    # A prune computed against a moved head is refused whole too.
+    nodes = await store.nodes(ns, "thread:t")
+    with pytest.raises(Conflict):
+        await store.prune(
+            ns, "thread:t", expected=stale, sequences=[nodes[0].sequence], record=nodes[-1]
+        )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"keep_versions": 0},
+        {"keep_versions": "2"},
+        {"finished_before": "yesterday"},
+        {"finished_before": 20261207},
+        {"compacted": "yes"},
+        {"thread": "t", "user": "u"},
+    ],
+)
+async def test_bad_options_are_refused_before_anything_is_read(options: dict[str, Any]) -> None:
+    store = MemoryStore()
+    await _long_thread(store, 2)
+    before = await store.nodes(NS, "thread:t")
+    with pytest.raises(InvalidRequest) as e:
+        await prune(store, NS, **{"thread": "t", **options})
+    assert e.value.code == "invalid_request"
+    assert await store.nodes(NS, "thread:t") == before
+
+
+async def test_the_store_refuses_to_prune_the_newest_node() -> None:
+    store = MemoryStore()
+    await _long_thread(store, 1)
+    head = await store.head(NS, "thread:t")
+    nodes = await store.nodes(NS, "thread:t")
+    with pytest.raises(InvalidRequest):
+        await store.prune(NS, "thread:t", expected=head, sequences=[head.sequence], record=nodes[0])
+
+
+# -- SQLite: SIGKILL in the middle, encryption ------------------------------------------
+
+PRUNER = r"""
+import asyncio, sys
+sys.path.insert(0, sys.argv[2])
+import tether
+from tether.control.prune import prune
+
+async def main():
+    store = await tether.open_store(sys.argv[1])
+    print("ready", flush=True)
+    await prune(store, "ns", thread="t", keep_versions=1)
+    print("done", flush=True)
+    await store.close()
+
+asyncio.run(main())
+"""
+
+
+def test_sigkill_mid_prune_leaves_before_or_after(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+
+    async def setup() -> tuple[list[Any], list[Any]]:
+        store = await tether.open_store(url)
+        try:
+            await _long_thread(store, 40)
+            nodes = await store.nodes(NS, "thread:t", limit=10_000)
+            head = await store.head(NS, "thread:t")
+            plan = plan_prune("thread:t", nodes, head.frontier, keep_versions=1)
+            cut = set(plan.sequences)
+            return [(n.sequence, n.id) for n in nodes], [
+                (n.sequence, n.id) for n in nodes if n.sequence not in cut
+            ]
+        finally:
+            await store.close()
+
+    before, after = asyncio.run(setup())
+    assert len(after) < len(before)
+    outcomes = set()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    for delay in (0.0, 0.01, 0.03, 0.06, 0.1, 0.2):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", PRUNER, url, str(ROOT / "tests")],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        proc.stdout.close()
+
+        async def check() -> str:
+            store = await tether.open_store(url)
+            try:
+                nodes = [
+                    (n.sequence, n.id) for n in await store.nodes(NS, "thread:t", limit=10_000)
+                ]
+                if nodes == before:
+                    return "before"
+                assert nodes[:-1] == after, "a half-pruned scope"
+                record = await store.resource_head(NS, "thread:t", PRUNE_KEY)
+                assert record is not None and record.id == nodes[-1][1]
+                return "after"
+            finally:
+                await store.close()
+
+        outcome = asyncio.run(check())
+        outcomes.add(outcome)
+        if outcome == "after":
+            break
+    assert outcomes  # each attempt was before or after (asserted inside)
+
+
+async def test_pruned_ciphertext_is_gone_from_an_encrypted_file(tmp_path: Path) -> None:
+    from tether.crypto import MasterKey
+
+    path = tmp_path / "enc.db"
+    store = await tether.open_store(f"sqlite:///{path}", cipher=MasterKey.generate())
+    try:
+        await _long_thread(store, 4)
+        head = await store.head(NS, "thread:t")
+        nodes = await store.nodes(NS, "thread:t")
+        plan = plan_prune("thread:t", nodes, head.frontier)
+        assert plan.nodes > 0
+        import sqlite3
+
+        raw = sqlite3.connect(path)
+        blobs = {
+            int(k) & 0xFFFFFFFF: bytes(payload)
+            for k, payload in raw.execute("SELECT k, payload FROM tether_nodes")
+        }
+        raw.close()
+        cut = set(plan.sequences)
+        await prune(store, NS, thread="t")
+    finally:
+        await store.close()
+    data = path.read_bytes()
+    wal = Path(str(path) + "-wal")
+    data += wal.read_bytes() if wal.exists() else b""
+    # The payloads of the nodes kept are still there; the cut ones' ciphertext is not.
+    assert all(blobs[s] in data for s in blobs if s not in cut)
+    assert not [s for s in cut if blobs[s] in data]

@@ -45,14 +45,24 @@ checkpoints (copying each changed page back into the database file) cost each sa
 and its WAL file, read frame by frame and mapped with ``dbstat`` as
 ``floor_gap.py`` does, gives the pages each commit writes, by table and index.
 
+``--floor`` measures, in CPU time (``time.process_time``, which other processes on a
+loaded machine barely move), what any layout of one node per checkpointer call would
+cost on this store, against both savers' replays of the same turns: a turn's five
+commits (3 puts, 2 put_writes) as five transactions of one 1 KB resource node each
+(``tether.store.txn.transact``), and the same five nodes handed to ``store.commit``
+directly (``make_node``, the scope's head kept by the caller, no ``Transaction``),
+each without LangGraph's serializer (which both savers pay: the replay's figure).
+
 Prints a table; ``--json PATH`` writes the figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import copy
+import gc
 import json
 import shutil
 import sqlite3
@@ -464,6 +474,117 @@ def wal_lines(results: list[dict[str, Any]], top: int = 5) -> list[str]:
     return lines
 
 
+def _cpu_replay(kind: str, calls: list[Call], folder: Path, n: int) -> float:
+    """CPU seconds of one replay of ``calls`` on a fresh saver (arguments copied first)."""
+    saver = _saver(kind, folder, f"cpu{n}")
+    args = [(m, copy.deepcopy(a), copy.deepcopy(k)) for m, a, k in calls]
+    gc.collect()
+    t = time.process_time()
+    for method, a, k in args:
+        getattr(saver, method)(*a, **k)
+    spent = time.process_time() - t
+    if kind == "tether":
+        saver.close()
+    else:
+        saver.conn.close()
+    return spent
+
+
+_FLOOR_BLOB = "x" * 1000  # a node's payload in the floor: about one checkpoint's header
+
+
+async def _floor_commits(
+    folder: Path, n: int, turns: int, threads: int, direct: bool
+) -> tuple[float, int]:
+    """CPU seconds of ``turns`` x ``threads`` turns of five one-node commits each, and
+    the nodes the store then holds (read back after the clock stops)."""
+    from tether.core.graph import make_node
+    from tether.store import open_store
+    from tether.store.base import ScopeWrite
+    from tether.store.txn import Transaction, transact
+
+    store = await open_store(f"sqlite:///{folder / f'floor{n}.db'}?durability=normal")
+    tips: dict[str, tuple[int, int, tuple[str, ...]]] = {}
+    gc.collect()
+    t = time.process_time()
+    for i in range(turns):
+        for th in range(threads):
+            scope = f"thread:t{th}"
+            for c in range(5):
+                payload = {"lg": "cp", "turn": i, "call": c, "b": _FLOOR_BLOB}
+                if direct:
+                    gen, seq, front = tips.get(scope, (0, 0, ()))
+                    node = make_node(
+                        "resource", payload, front, sequence=seq + 1, resource_key=f"lgc:{c}"
+                    )
+                    w = ScopeWrite(
+                        scope=scope,
+                        expected_generation=gen,
+                        expected_sequence=seq,
+                        nodes=(node,),
+                        frontier=(node.id,),
+                    )
+                    await store.commit("floor", [w])
+                    tips[scope] = (gen, seq + 1, (node.id,))
+                else:
+
+                    async def fn(
+                        txn: Transaction,
+                        s: str = scope,
+                        p: dict[str, Any] = payload,
+                        key: str = f"lgc:{c}",
+                    ) -> None:
+                        await txn.append(s, "resource", p, resource_key=key)
+
+                    await transact(store, "floor", fn)
+    spent = time.process_time() - t
+    held = sum([(await store.head("floor", f"thread:t{th}")).sequence for th in range(threads)])
+    await store.close()
+    return spent, held
+
+
+def floor(turns: int, threads: int, repeats: int) -> dict[str, Any]:
+    """CPU ms per turn (the least of ``repeats``, alternating): both savers' replays and
+    the two one-node-per-call floors (``--floor``)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        calls = record(turns, folder, threads)
+        runs: dict[str, list[float]] = {"sqlite": [], "tether": [], "txn": [], "direct": []}
+        held: dict[str, int] = {}
+        for r in range(repeats):
+            runs["sqlite"].append(_cpu_replay("sqlite", calls, folder, r))
+            runs["tether"].append(_cpu_replay("tether", calls, folder, r))
+            for kind in ("txn", "direct"):
+                spent, held[kind] = asyncio.run(
+                    _floor_commits(folder, r, turns, threads, direct=kind == "direct")
+                )
+                runs[kind].append(spent)
+                (folder / f"floor{r}.db").unlink()
+                for extra in ("-wal", "-shm"):
+                    (folder / f"floor{r}.db{extra}").unlink(missing_ok=True)
+    n = turns * threads
+    return {
+        "turns": turns,
+        "threads": threads,
+        "repeats": repeats,
+        "cpu_ms_per_turn": {k: min(v) / n * 1e3 for k, v in runs.items()},
+        "cpu_ms_per_turn_all": {k: [x / n * 1e3 for x in v] for k, v in runs.items()},
+        "floor_nodes_per_turn": {k: v / n for k, v in held.items()},
+    }
+
+
+def floor_lines(f: dict[str, Any]) -> list[str]:
+    c = f["cpu_ms_per_turn"]
+    return [
+        f"{f['turns']} turns on each of {f['threads']} threads, CPU ms a turn (least of "
+        f"{f['repeats']}, synchronous=NORMAL): SqliteSaver {c['sqlite']:.3f}, TetherSaver "
+        f"{c['tether']:.3f} ({c['tether'] / c['sqlite']:.2f}x); one node per call on this "
+        f"store, without LangGraph's serializer: five transactions {c['txn']:.3f} "
+        f"({c['txn'] / c['sqlite']:.2f}x SqliteSaver's whole turn), five direct commits "
+        f"{c['direct']:.3f} ({c['direct'] / c['sqlite']:.2f}x)",
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--turns", default="10,100", help="comma list of thread lengths [10,100]")
@@ -474,6 +595,11 @@ def main(argv: list[str] | None = None) -> int:
         "--wal", action="store_true", help="also replay without WAL checkpoints; count pages"
     )
     p.add_argument("--cold", type=int, default=0, help="instead: cold reads of a thread of N turns")
+    p.add_argument(
+        "--floor",
+        action="store_true",
+        help="instead: CPU per turn of both replays and of one node per call on this store",
+    )
     p.add_argument("--cold-runs", type=int, default=5, help="fresh processes per saver [5]")
     p.add_argument("--cold-read", nargs=2, metavar=("KIND", "FOLDER"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -486,6 +612,14 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
         if a.json:
             Path(a.json).write_text(json.dumps(c, indent=2))
+        return 0
+    if a.floor:
+        floors = [floor(int(t), a.threads, a.repeats) for t in a.turns.split(",") if t]
+        for f in floors:
+            for line in floor_lines(f):
+                print(line)
+        if a.json:
+            Path(a.json).write_text(json.dumps(floors, indent=2))
         return 0
     results = [measure(int(t), a.repeats, a.threads, wal=a.wal) for t in a.turns.split(",") if t]
     print("\n".join(table(results)))

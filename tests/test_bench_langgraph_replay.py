@@ -110,3 +110,16 @@ def test_a_replay_without_checkpoints_counts_each_savers_pages_per_commit() -> N
     lines = bench.wal_lines([r])
     assert len(lines) == 2 and "TetherSaver" in lines[0] and "SqliteSaver" in lines[1]
     assert "pages per commit over 15 commits" in lines[0]
+
+
+def test_the_floor_commits_five_nodes_a_turn_both_ways_beside_both_replays() -> None:
+    bench = load_bench("langgraph_replay")
+    f = bench.floor(2, 3, 1)
+    assert (f["turns"], f["threads"], f["repeats"]) == (2, 3, 1)
+    # one node per checkpointer call: a turn's 3 puts and 2 put_writes, through a
+    # Transaction each and through store.commit directly, every node stored
+    assert f["floor_nodes_per_turn"] == {"txn": 5, "direct": 5}
+    cpu = f["cpu_ms_per_turn"]
+    assert set(cpu) == {"sqlite", "tether", "txn", "direct"} and all(v > 0 for v in cpu.values())
+    (line,) = bench.floor_lines(f)
+    assert line.startswith("2 turns on each of 3 threads") and "five direct commits" in line

@@ -33,7 +33,15 @@ from tether.core.graph import CausalNode, make_node
 from tether.core.messages import Message
 from tether.models import Rule
 from tether.projections import Buffer, conversation_view
-from tether.projections.projection import Projector, Unit, _calls, _str, text_of
+from tether.projections.projection import (
+    Projector,
+    Unit,
+    _calls,
+    _str,
+    foreign_text,
+    is_foreign,
+    text_of,
+)
 from tether.projections.view_cache import ViewCache, view_cache
 from tether.store.in_memory import MemoryStore
 
@@ -43,15 +51,34 @@ ROOT = Path(__file__).resolve().parent.parent
 def reference_project(
     nodes: Iterable[CausalNode], *, llm: str, run: str | None = None
 ) -> list[Unit]:
-    """``project`` as it was before ``Projector`` (the batch walk, kept as the oracle)."""
-    mine: list[CausalNode] = []  # goals and inferences of this llm
+    """``project`` as it was before ``Projector`` (the batch walk, kept as the oracle),
+    with foreign turns (goals and answers that name no run, issue 44)."""
+    mine: list[CausalNode] = []  # goals and inferences of this llm, foreign goals and answers
     ended: dict[str, str] = {}  # run -> "completed" | "failed"
     results: dict[tuple[str | None, str], CausalNode] = {}  # (run, call id) -> first result
+    failed_foreign: set[int] = set()  # foreign goals whose turn ended in an error
+    foreign_goal: CausalNode | None = None  # the foreign turn the walk is in
+    turn_of: dict[int, int] = {}  # foreign answer -> the foreign goal of its turn
     for n in nodes:
         p = n.payload
+        k = n.kind
+        if k == "goal":
+            foreign_goal = None
+        if is_foreign(n):
+            if k == "goal":
+                foreign_goal = n
+            elif foreign_goal is not None and k == "answer":
+                turn_of[n.sequence] = foreign_goal.sequence
+            elif k == "protocol_error":
+                if foreign_goal is not None:
+                    failed_foreign.add(foreign_goal.sequence)
+                continue
+            wanted = p.get("llm") if isinstance(p, dict) else None
+            if not isinstance(wanted, str) or wanted == llm:
+                mine.append(n)
+            continue
         if not isinstance(p, dict):
             continue
-        k = n.kind
         if is_erased(p):
             if k == "goal" or k == "inference":
                 mine.append(n)  # a placeholder message, whichever llm wrote it
@@ -89,6 +116,13 @@ def reference_project(
     units: list[Unit] = []
     for n in mine:
         p = n.payload
+        if is_foreign(n):
+            if turn_of.get(n.sequence, n.sequence) in failed_foreign:
+                continue
+            role = "user" if n.kind == "goal" else "assistant"
+            msg: Message = {"role": role, "content": foreign_text(n)}
+            units.append(Unit(anchor=n.sequence, last=n.sequence, messages=(msg,), run=None))
+            continue
         if is_erased(p):
             role = "user" if n.kind == "goal" else "assistant"
             erased: Message = {"role": role, "content": ERASED_TEXT}
@@ -228,7 +262,16 @@ def test_projector_fed_piecewise_equals_the_batch_projection(
     assert p.size == sum(
         1
         for n in nodes
-        if n.kind in ("goal", "inference") and (is_erased(n.payload) or n.payload.get("llm") == llm)
+        if (
+            n.kind in ("goal", "inference")
+            and not is_foreign(n)
+            and (is_erased(n.payload) or n.payload.get("llm") == llm)
+        )
+        or (
+            is_foreign(n)
+            and n.kind != "protocol_error"
+            and n.payload.get("llm") in (None, llm)  # (a foreign node's llm here is a name)
+        )
     )
 
 

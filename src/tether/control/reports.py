@@ -88,6 +88,15 @@ async def run_status(store: Store, namespace: str, scope: str) -> dict[str, dict
     }
 
 
+async def _erased_goals(store: Store, namespace: str, scope: str) -> int:
+    """Goals whose payload was erased (their run ids with them)."""
+    return sum(
+        1
+        for n in await thread_nodes(store, namespace, scope)
+        if n.kind == "goal" and is_erased(n.payload)
+    )
+
+
 def _bytes(value: Any) -> int:
     return len(orjson.dumps(value))
 
@@ -130,10 +139,14 @@ async def report(
     ns = req.namespace
     if name == "variables":
         heads = await store.resource_heads(ns, scope, "var:")
+        # A variable is a resource whose payload is an object (docs/graph-encoding.md);
+        # a ``var:`` key holding anything else (an imported graph's) is no variable.
         live = {
             k[4:]: n
             for k, n in heads.items()
-            if n.kind == "resource" and not is_deleted_variable(n)
+            if n.kind == "resource"
+            and (isinstance(n.payload, dict) or is_erased(n.payload))
+            and not is_deleted_variable(n)
         }
         run_vars = [k for k in await store.resource_heads(ns, scope, "run:") if ":var:" in k]
         values = {
@@ -237,7 +250,15 @@ async def report(
             item_count=len(runs),
             data=list(runs.values()) if req.include_data else None,
             # Every goal not listed is a run whose goal was erased (with its run id).
-            metadata={"status": counts, **_erased(max(0, kinds.get("goal", 0) - len(runs)))},
+            # (only read when there are more goals than runs: erased, or not runs at all).
+            metadata={
+                "status": counts,
+                **_erased(
+                    await _erased_goals(store, ns, scope)
+                    if kinds.get("goal", 0) > len(runs)
+                    else 0
+                ),
+            },
         )
     messages = await conversation(store, ns, scope, req.llm)
     return _listing(

@@ -42,7 +42,7 @@ from ..core import scopes
 from ..core.erased import erased_placeholders, is_erased
 from ..core.errors import InvalidRequest, KeyErased, NotFound
 from ..core.graph import CausalNode
-from ..projections.runs import PendingApproval, RunView, run_of, run_views
+from ..projections.runs import PendingApproval, RunView, is_run_goal, run_of, run_views
 from ..store.base import Store
 from ..store.txn import Transaction, transact
 
@@ -552,9 +552,9 @@ async def pending_approvals(store: Store, namespace: str, thread: str) -> list[P
             scope,
             after=0,
             before=head.sequence + 1,
-            enough=lambda ns: any(n.kind == "goal" for n in ns),
+            enough=lambda ns: any(is_run_goal(n) for n in ns),
         )
-    goal = next((n for n in reversed(nodes) if n.kind == "goal"), None)
+    goal = next((n for n in reversed(nodes) if is_run_goal(n)), None)
     if goal is None:
         return []
     return [c.approval() for c in RunView.derive(goal, nodes).pending()]

@@ -25,6 +25,18 @@ answers and errors follow what they complete), so projecting the nodes after any
 sequence ``s`` yields exactly the units of the full projection whose anchor is after
 ``s``. The window and tokens views rely on this to read a thread from its tail.
 
+Nodes outside tether's encoding (a StateWeave snapshot's, any imported graph's: a
+goal, answer or error whose payload names no run, ``payload.run`` absent or not a
+string, and not ``null``) read as a plain conversation: each such goal opens a
+*foreign turn* up to the next goal, and is a unit of one ``user`` message; each such
+answer a unit of one ``assistant`` message. A turn with such a ``protocol_error``
+keeps neither (like a failed run). The text is the payload's ``input`` (goal) or
+``output`` (answer), else its ``text``, ``content`` or ``message``, else the whole
+payload as JSON. They are in every LLM's view unless the payload names an ``llm``.
+Their inferences, tool calls and results are left out: a foreign inference's calls
+cannot be matched to results reliably, and its answer already says what the turn
+concluded.
+
 Erased payloads (read inside ``tether.crypto.erased_placeholders()``): an erased
 goal is a unit of one ``user`` message and an erased inference one of an
 ``assistant`` message, both with content ``"[erased]"``, in every LLM's view
@@ -158,6 +170,32 @@ def project(nodes: Iterable[CausalNode], *, llm: str, run: str | None = None) ->
 
 _Key = tuple["str | None", str]  # (run, call id)
 
+_FOREIGN_KINDS = frozenset({"goal", "answer", "protocol_error"})
+_GOAL_TEXT = ("input", "text", "content", "message")
+_ANSWER_TEXT = ("output", "text", "content", "message")
+
+
+def is_foreign(node: CausalNode) -> bool:
+    """A goal, answer or error outside tether's encoding: its payload names no run."""
+    if node.kind not in _FOREIGN_KINDS:
+        return False
+    p = node.payload
+    if not isinstance(p, dict):
+        return True
+    if is_erased(p):
+        return False
+    return not isinstance(p.get("run"), str) and not ("run" in p and p["run"] is None)
+
+
+def foreign_text(node: CausalNode) -> str:
+    """The message text of a foreign goal or answer (see the module docstring)."""
+    p = node.payload
+    if isinstance(p, dict):
+        for name in _GOAL_TEXT if node.kind == "goal" else _ANSWER_TEXT:
+            if p.get(name) is not None:
+                return text_of(p[name])
+    return text_of(p)
+
 
 class Projector:
     """``project`` kept up to date: fed nodes in sequence order, a few at a time, it
@@ -178,6 +216,7 @@ class Projector:
         "_calls",
         "_done_runs",
         "_ended",
+        "_failed_turns",
         "_goals",
         "_made",
         "_messages",
@@ -186,7 +225,11 @@ class Projector:
         "_owners",
         "_pos",
         "_results",
+        "_seen",
         "_stale",
+        "_turn",
+        "_turn_of",
+        "_turns",
         "_units",
         "_upos",
         "llm",
@@ -207,6 +250,13 @@ class Projector:
         self._done_runs: set[str | None] = set()  # runs with an inference with a result
         self._made: dict[int, Unit | None] = {}  # sequence of a _mine node -> its unit
         self._stale: dict[int, CausalNode] = {}
+        # Foreign turns: the goal of the one the walk is in, each turn's shown nodes
+        # (goal sequence -> nodes), the foreign node's turn, the turns that failed.
+        self._seen = 0  # the highest sequence fed
+        self._turn: CausalNode | None = None
+        self._turns: dict[int, list[CausalNode]] = {}
+        self._turn_of: dict[int, int] = {}  # a foreign node's sequence -> its turn's goal
+        self._failed_turns: set[int] = set()
         # The output: units in _mine order, each's index in _mine, and the flat messages
         # with each unit's offset in them.
         self._units: list[Unit] = []
@@ -224,9 +274,18 @@ class Projector:
         llm = self.llm
         for n in nodes:
             p = n.payload
+            k = n.kind
+            if n.sequence > self._seen:
+                self._seen = n.sequence
+                if k == "goal":
+                    self._turn = None  # any goal ends a foreign turn
+                if is_foreign(n):
+                    self._foreign(n)
+                    continue
+            elif is_foreign(n):
+                continue  # fed before
             if not isinstance(p, dict):
                 continue
-            k = n.kind
             if is_erased(p):
                 if k == "goal" or k == "inference":
                     self._add(n)  # a placeholder message, whichever llm wrote it
@@ -269,6 +328,30 @@ class Projector:
                 if self._ended.get(r) != status:
                     self._ended[r] = status
                     self._touch(r)
+
+    def _foreign(self, n: CausalNode) -> None:
+        p = n.payload
+        k = n.kind
+        if k == "goal":
+            self._turn = n
+            self._turns[n.sequence] = []
+        turn = self._turn
+        if k == "protocol_error":
+            if turn is not None and turn.sequence not in self._failed_turns:
+                self._failed_turns.add(turn.sequence)
+                for m in self._turns[turn.sequence]:
+                    self._stale[m.sequence] = m
+            return
+        wanted = p.get("llm") if isinstance(p, dict) else None
+        if isinstance(wanted, str) and wanted != self.llm:
+            return
+        if k == "answer" and turn is None:
+            self._add(n)  # an answer outside any turn: a message of its own
+            return
+        assert turn is not None
+        self._turns[turn.sequence].append(n)
+        self._turn_of[n.sequence] = turn.sequence
+        self._add(n)
 
     def set_run(self, run: str | None) -> None:
         """Make ``run`` the run in progress (shown in full though it has no answer yet)."""
@@ -338,6 +421,14 @@ class Projector:
 
     def _unit(self, n: CausalNode) -> Unit | None:
         p = n.payload
+        if is_foreign(n):
+            if self._turn_of.get(n.sequence) in self._failed_turns:
+                return None
+            msg: Message = {
+                "role": "user" if n.kind == "goal" else "assistant",
+                "content": foreign_text(n),
+            }
+            return Unit(anchor=n.sequence, last=n.sequence, messages=(msg,), run=None)
         if is_erased(p):
             role = "user" if n.kind == "goal" else "assistant"
             erased: Message = {"role": role, "content": ERASED_TEXT}

@@ -53,6 +53,7 @@ __all__ = [
     "RunView",
     "StepResult",
     "Visit",
+    "is_run_goal",
     "run_of",
     "run_views",
     "step_key",
@@ -180,6 +181,13 @@ def run_of(node: CausalNode) -> str | None:
     return r if isinstance(r, str) else None
 
 
+def is_run_goal(node: CausalNode) -> bool:
+    """Whether ``node`` starts a run: a goal whose payload names its run. A goal without
+    one (a StateWeave snapshot's, any imported graph's) is a message of the conversation,
+    not a run: nothing runs, waits or resumes from it."""
+    return node.kind == "goal" and run_of(node) is not None
+
+
 @dataclass(kw_only=True)
 class Call:
     """One tool call (a child executor in seed 000's terms) and what became of it."""
@@ -279,7 +287,8 @@ class RunView:
 
     @property
     def run_id(self) -> str:
-        return str(self.goal.payload["run"])
+        # A view is only ever made of a run's goal (``is_run_goal``).
+        return run_of(self.goal) or ""
 
     @property
     def user(self) -> str | None:

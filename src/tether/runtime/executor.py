@@ -59,7 +59,7 @@ from ..crypto import bind_thread, encrypted, erased_placeholders
 from ..models.errors import ModelError
 from ..projections import ConversationView, Variables, conversation_view
 from ..projections.projection import summary_message
-from ..projections.runs import CALL_SCOPED, StepResult
+from ..projections.runs import CALL_SCOPED, StepResult, is_run_goal, run_of
 from ..store.base import Head, Store
 from ..store.txn import Transaction
 from . import _observe
@@ -362,7 +362,7 @@ class Executor(ToolCalls):
                 break
             for n in page:
                 collected.append(n)
-                if n.kind == "goal" and (run_id is None or n.payload.get("run") == run_id):
+                if is_run_goal(n) and (run_id is None or run_of(n) == run_id):
                     collected.reverse()
                     return n, collected
             before = page[-1].sequence
@@ -387,7 +387,7 @@ class Executor(ToolCalls):
                 )
             rc.view = RunView.derive(goal, nodes)
             rc.generation, rc.seq = head.generation, head.sequence
-            rc.superseded = any(n.kind == "goal" and n.id != goal.id for n in nodes)
+            rc.superseded = any(is_run_goal(n) and n.id != goal.id for n in nodes)
             return
         after = rc.seq
         while after < head.sequence:
@@ -399,7 +399,7 @@ class Executor(ToolCalls):
                 break
             for n in page:
                 rc.view.add(n)
-                if n.kind == "goal" and n.id != rc.view.goal.id:
+                if is_run_goal(n) and n.id != rc.view.goal.id:
                     rc.superseded = True
             after = page[-1].sequence
         rc.seq = after

@@ -228,6 +228,151 @@ async def test_a_token_limited_to_one_namespace_sees_only_it(store: Any) -> None
     assert (await store.head(NS, "thread:support-1")).sequence > 0
 
 
+# --------------------------------------------------------------------------- users
+
+ADA = "ada-bound-token-" + "4" * 20
+EVE = "eve-bound-token-" + "5" * 20
+ADMIN = "admin-token-xyz-" + "6" * 20
+# What the fill holds of users other than ada (grace's threads and her memory, the
+# threads' ids): a response to ada's token never holds any, eve's never holds any.
+GRACE_WORDS = ("support-2", "billing", "grace", "Cy")
+ADA_WORDS = ("support-1", '"ada"', "Paris", "gold")
+# The endpoints that touch only ada's own data: her thread support-1, her user scope,
+# her threads' listings. Everything else is another user's or the whole namespace's.
+ADA_OWN = {
+    "/state/describe",
+    "/state/compact",
+    "/state/export",
+    "/state/history",
+    "/state/fork",
+    "/v1/ns/default/threads",
+    "/v1/ns/default/runs",
+}
+
+
+def _ada_may(path: str, body: Any) -> bool:
+    base = path.split("?")[0]
+    own = ("support-1" in path or "/users/ada/" in path) and "/import" not in path
+    return base in ADA_OWN or own
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "grant"), ENDPOINTS, ids=[f"{m} {p}" for m, p, _, _ in ENDPOINTS]
+)
+async def test_a_token_bound_to_a_user_touches_only_that_users_data(
+    store: Any, method: str, path: str, body: Any, grant: str | None
+) -> None:
+    """The second-user column: tokens with every grant on the namespace, bound to ada
+    (owns support-1) and to eve (owns nothing). eve reads and writes nothing of anyone;
+    ada only her own; the admin token (bound to no user) still reaches everything."""
+    path, body = await _fill_placeholders(store, path, body)
+    tokens = Tokens(
+        [
+            dev_token(ADA, name="ada", namespaces=["*"], user="ada"),
+            dev_token(EVE, name="eve", namespaces=["*"], user="eve"),
+            dev_token(ADMIN, name="admin", namespaces=["*"]),
+        ]
+    )
+    app = create_app(store, tokens=tokens, agent=demo_agent)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://tether"
+    ) as c:
+
+        async def call(secret: str) -> httpx.Response:
+            return await c.request(
+                method, path, json=body, headers={"Authorization": f"Bearer {secret}"}
+            )
+
+        def heads() -> Any:
+            return store.list_scopes(NS)
+
+        for who, secret in (("eve", EVE), ("ada", ADA)):
+            before = {s.scope: (s.generation, s.sequence) for s in await heads()}
+            r = await call(secret)
+            after = {s.scope: (s.generation, s.sequence) for s in await heads()}
+            assert r.status_code < 500, r.text
+            allowed = (who == "ada" and _ada_may(path, body)) or grant is None
+            if not allowed and r.status_code == 200:
+                # Only a listing answers a stranger, and it lists nothing of others.
+                assert path.split("?")[0] in ADA_OWN, (who, r.text)
+            elif not allowed:
+                assert r.status_code == 403, (who, r.text)
+                assert r.json()["code"] == "forbidden"
+                assert after == before, who  # nothing written
+                continue
+            else:
+                assert r.status_code not in (401, 403), (who, r.text)
+            text = r.text
+            for word in GRACE_WORDS:
+                assert word not in text, (who, word, text[:300])
+            if who == "eve":
+                for word in ADA_WORDS:
+                    assert word not in text, (who, word, text[:300])
+                assert {k: v for k, v in after.items() if k in before} == before
+            else:
+                # Only her own scopes change (a fork makes a new thread of hers).
+                changed = {k for k in before if before[k] != after.get(k)}
+                assert changed <= {"thread:support-1", "user:ada"}, changed
+        # The admin token (no user) reaches every route as before.
+        r = await call(ADMIN)
+        assert r.status_code not in (401, 403), r.text
+
+
+async def test_a_thread_is_its_first_turns_user(store: Any) -> None:
+    """A user's step starts an empty thread, which becomes theirs; another user's step on
+    it, or as another user, is refused; a JWT's user claim binds it the same way."""
+    import jwt
+
+    from tether.server.auth import JwtKey
+
+    secret = "s" * 40
+    claims = {"exp": 4102444800, "grants": ["*"], "namespaces": [NS]}
+    eve_jwt = jwt.encode({**claims, "user": "eve"}, secret, algorithm="HS256")
+    tokens = Tokens([dev_token(ADA, name="ada", user="ada")], jwt=JwtKey(secret=secret))
+    app = create_app(store, tokens=tokens, agent=demo_agent)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://tether"
+    ) as c:
+        ada = {"Authorization": f"Bearer {ADA}"}
+        eve = {"Authorization": f"Bearer {eve_jwt}"}
+        who = (await c.get("/v1/whoami", headers=eve)).json()
+        assert who["user"] == "eve"
+        step = "/v1/ns/default/threads/eve-notes/step"
+        r = await c.post(step, json={"input": "hello", "user": "ada"}, headers=eve)
+        assert r.status_code == 403 and "bound to user 'eve'" in r.json()["message"]
+        assert (await c.post(step, json={"input": "hello"}, headers=eve)).status_code == 200
+        assert (await c.post(step, json={"input": "again"}, headers=eve)).status_code == 200
+        assert (await c.post(step, json={"input": "hi"}, headers=ada)).status_code == 403
+        r = await c.get("/v1/ns/default/threads/eve-notes", headers=ada)
+        assert r.status_code == 403
+        listed = (await c.get("/v1/ns/default/threads", headers=eve)).json()["threads"]
+        assert [t["thread"] for t in listed] == ["eve-notes"]
+        r = await c.get("/v1/ns/default/resources?scope=user:eve", headers=eve)
+        assert r.status_code == 200
+        r = await c.get("/v1/ns/default/resources?scope=user:ada", headers=eve)
+        assert r.status_code == 403
+        r = await c.get("/v1/ns/default/resources?scope=app", headers=eve)
+        assert r.status_code == 403
+        # Protolink's routes: a session of another user is refused, its own is read.
+        r = await c.post("/state/describe", json={"session_id": "support-1"}, headers=eve)
+        assert r.status_code == 403
+        r = await c.post("/state/describe", json={"session_id": "eve-notes"}, headers=eve)
+        assert r.status_code == 200 and r.json()["scope"] == "thread:eve-notes"
+        r = await c.post("/state/reset", json={}, headers=eve)  # the whole namespace
+        assert r.status_code == 403
+    assert (await store.head(NS, "thread:support-1")).sequence > 0
+
+
+def test_a_tokens_file_entry_binds_a_user(tmp_path: Path) -> None:
+    entry = {"name": "ada", "sha256": hash_token(ADA), "grants": ["*"], "namespaces": ["*"]}
+    tokens = Tokens.from_dict({"tokens": [{**entry, "user": "ada"}]})
+    assert tokens.authenticate(ADA).user == "ada"
+    assert Tokens.from_dict({"tokens": [entry]}).authenticate(ADA).user is None
+    with pytest.raises(AuthConfigError) as e:
+        Tokens.from_dict({"tokens": [{**entry, "user": ""}]})
+    assert e.value.details["field"] == "user"
+
+
 # --------------------------------------------------------------------------- secrets
 
 

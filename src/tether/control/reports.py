@@ -254,9 +254,7 @@ async def report(
             metadata={
                 "status": counts,
                 **_erased(
-                    await _erased_goals(store, ns, scope)
-                    if kinds.get("goal", 0) > len(runs)
-                    else 0
+                    await _erased_goals(store, ns, scope) if kinds.get("goal", 0) > len(runs) else 0
                 ),
             },
         )

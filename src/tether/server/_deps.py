@@ -6,7 +6,10 @@ caller's. ``need(grant)`` is the FastAPI dependency that authenticates the
 bearer token and checks its grant (and the path's namespace) before a route
 reads anything; routes take it in ``dependencies=[need(...)]``, so it runs first.
 ``NamespaceAt`` and ``ThreadAt`` hand a route where it acts (``At``: the server,
-the path's namespace and thread), so a route states only what is its own.
+the path's namespace and thread, and the caller's token), so a route states only
+what is its own. A token bound to a user (``_access``) gets the path's thread only
+when the user owns it (``ThreadAt``; ``StartAt`` also lets a step start an empty
+thread); a route on a scope or the namespace asks ``At.allow``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from ..core.errors import NotFound
 from ..runtime.agent import Agent
 from ..store import Store, open_store
 from ..store.base import check_name
+from ._access import require_scope
 from ._http import json_response
 from .auth import Token, Tokens
 
@@ -38,6 +42,7 @@ __all__ = [
     "NamespaceAt",
     "NamespacePath",
     "Server",
+    "StartAt",
     "ThreadAt",
     "ThreadPath",
     "authenticated",
@@ -165,6 +170,7 @@ def need(grant: str) -> Any:
         token = await authenticated(request, creds)
         ns = request.path_params.get("namespace")
         token.require(grant, ns if isinstance(ns, str) else None)
+        request.state.token = token  # for At: which user, if any, the token is bound to
         return token
 
     check.__name__ = "need_" + grant.replace(".", "_")
@@ -178,9 +184,20 @@ class At:
     server: Server
     namespace: str
     thread: str | None = None
+    token: Token | None = None
 
     async def store(self) -> Store:
         return await self.server.store()
+
+    async def allow(self, scope: str | None, *, start: bool = False) -> None:
+        """``Forbidden`` unless the caller's token may touch ``scope`` (None: the namespace)."""
+        if self.token is not None and self.token.user is not None:
+            await require_scope(self.token, await self.store(), self.namespace, scope, start=start)
+
+    @property
+    def user(self) -> str | None:
+        """The user the caller's token is bound to (None: any user)."""
+        return self.token.user if self.token is not None else None
 
     def request(self, **fields: Any) -> StateOperationRequest:
         """A ``StateOperationRequest`` on this namespace and thread (validated)."""
@@ -194,18 +211,33 @@ class At:
         return json_response(result.to_dict())
 
 
+def _token(request: Request) -> Token | None:
+    token = getattr(request.state, "token", None)
+    return token if isinstance(token, Token) else None
+
+
 # Dependencies are coroutines, though they never wait: FastAPI runs a plain ``def``
 # dependency in a worker thread, a thread hop on every request (and, under load, a
 # wait for one of anyio's 40 threads).
 async def _namespace_at(request: Request, namespace: NamespacePath) -> At:
     # Names are checked before anything else sees them (no hidden characters).
-    return At(server_of(request), check_name("namespace", namespace))
+    return At(server_of(request), check_name("namespace", namespace), token=_token(request))
 
 
 async def _thread_at(request: Request, namespace: NamespacePath, thread: ThreadPath) -> At:
-    scopes.thread(thread)
-    return At(server_of(request), check_name("namespace", namespace), thread)
+    scope = scopes.thread(thread)
+    at = At(server_of(request), check_name("namespace", namespace), thread, _token(request))
+    await at.allow(scope)
+    return at
+
+
+async def _start_at(request: Request, namespace: NamespacePath, thread: ThreadPath) -> At:
+    scope = scopes.thread(thread)
+    at = At(server_of(request), check_name("namespace", namespace), thread, _token(request))
+    await at.allow(scope, start=True)
+    return at
 
 
 NamespaceAt = Annotated[At, Depends(_namespace_at)]
 ThreadAt = Annotated[At, Depends(_thread_at)]
+StartAt = Annotated[At, Depends(_start_at)]

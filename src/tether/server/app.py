@@ -201,6 +201,12 @@ def create_app(
         },
     )
     async def metrics(token: Annotated[Token, need("metrics")]) -> Response:
+        if token.user is not None:
+            raise Forbidden(
+                f"token {token.name!r} is bound to user {token.user!r}, and the metrics sum "
+                "every user; use a token bound to no user",
+                grant="metrics",
+            )
         if "*" not in token.namespaces:
             raise Forbidden(
                 f"token {token.name!r} is limited to some namespaces, and the metrics sum "

@@ -13,7 +13,13 @@ Each token names its **grants** (operations) and **namespaces**::
         {"name": "ci", "token_env": "TETHER_CI_TOKEN", "grants": ["*"], "namespaces": ["*"]}
     ]}
 
-(JSON or YAML). ``sha256`` is ``hashlib.sha256(token.encode()).hexdigest()``;
+(JSON or YAML). An entry with ``"user": "<id>"`` is **bound to that user**: it reads
+and writes only ``user:<id>`` and the threads that user owns (a thread's owner is the
+user of its first run, ``metadata.user`` of its first goal), whatever its grants and
+namespaces allow otherwise; a listing (threads, runs) shows only those; anything else
+(``app``, another user, a namespace-wide operation, an import into a thread, metrics)
+is a 403. A token without ``user`` (an admin's, a service's) sees every user.
+``sha256`` is ``hashlib.sha256(token.encode()).hexdigest()``;
 ``token_env`` names an environment variable holding the token itself, hashed at
 load. A grant is an operation name (``GRANTS``), ``state.*``, ``agent.*``, ``memory.*``
 or ``*`` (``state.erase``, erasing a user of an encrypted store for good, is in ``state.*``;
@@ -32,7 +38,7 @@ unmodified. Its claims say what it may do::
     {"sub": "support-bot", "exp": 1767225600,
      "grants": ["state.describe", "state.reset"], "namespaces": ["acme"]}
 
-``exp`` is required; ``grants`` and ``namespaces`` (or ``namespace``) are a string or
+``exp`` is required; a ``user`` claim binds the token to that user (as above); ``grants`` and ``namespaces`` (or ``namespace``) are a string or
 a list, with the same patterns as a tokens-file entry; ``iss`` and ``aud`` are checked
 when ``$TETHER_JWT_ISSUER`` / ``$TETHER_JWT_AUDIENCE`` are set. A token that fails any
 check is a 401, whatever the reason.
@@ -141,8 +147,18 @@ class Token:
     digest: bytes = field(repr=False)
     grants: frozenset[str]
     namespaces: tuple[str, ...]
+    user: str | None = None  # bound to one user: only their scope and threads
 
     def __post_init__(self) -> None:
+        if self.user is not None and (
+            not isinstance(self.user, str)
+            or not 1 <= len(self.user) <= 200
+            or any(ord(c) < 32 or ord(c) == 127 for c in self.user)
+        ):
+            raise AuthConfigError(
+                f"token {self.name!r}: user must be a user id (1-200 printable characters)",
+                field="user",
+            )
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise AuthConfigError(
                 f"token name {self.name!r}: use 1-64 letters, digits or _.@-", field="name"
@@ -204,11 +220,14 @@ class Token:
 
     def to_dict(self) -> dict[str, Any]:
         """What a token may do (for ``GET /v1/whoami``); the digest is left out."""
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "grants": sorted(self.grants),
             "namespaces": list(self.namespaces),
         }
+        if self.user is not None:
+            out["user"] = self.user
+        return out
 
 
 def _str_list(entry: str, key: str, value: Any) -> list[str]:
@@ -289,6 +308,7 @@ class JwtKey:
                 digest=hashlib.sha256(presented.encode("utf-8")).digest(),
                 grants=frozenset(_str_list(name, "grants", claims.get("grants", []))),
                 namespaces=tuple(_str_list(name, "namespaces", namespaces or [])),
+                user=claims.get("user"),
             )
         except AuthConfigError as e:
             # The signature is good but the claims cannot be used: still nothing is allowed.
@@ -431,6 +451,7 @@ def dev_token(
     name: str = "env",
     grants: Iterable[str] = ("*",),
     namespaces: Iterable[str] = ("*",),
+    user: str | None = None,
 ) -> Token:
     _check_secret(f"the token {name!r}", secret)
     return Token(
@@ -438,6 +459,7 @@ def dev_token(
         digest=hashlib.sha256(secret.encode("utf-8")).digest(),
         grants=frozenset(grants),
         namespaces=tuple(namespaces),
+        user=user,
     )
 
 
@@ -445,7 +467,7 @@ def _entry(i: int, raw: Any, env: Mapping[str, str]) -> Token:
     where = f"#{i}"
     if not isinstance(raw, Mapping):
         raise AuthConfigError(f"token {where} must be an object", field="tokens")
-    known = {"name", "sha256", "token_env", "grants", "namespaces"}
+    known = {"name", "sha256", "token_env", "grants", "namespaces", "user"}
     extra = set(raw) - known
     if extra:
         raise AuthConfigError(
@@ -487,4 +509,5 @@ def _entry(i: int, raw: Any, env: Mapping[str, str]) -> Token:
         digest=digest,
         grants=frozenset(_str_list(where, "grants", raw.get("grants", []))),
         namespaces=tuple(_str_list(where, "namespaces", raw.get("namespaces", []))),
+        user=raw.get("user"),
     )

@@ -23,8 +23,9 @@ from starlette.responses import Response
 from ..core.errors import InvalidRequest
 from ..core.scopes import thread as thread_scope
 from ..runtime.agent import Agent
-from ._deps import ThreadAt, need
+from ._deps import At, StartAt, ThreadAt, need
 from ._http import json_object, json_response, read_json
+from .auth import Forbidden
 from .openapi import errors, ok, request_body
 
 __all__ = ["router"]
@@ -148,12 +149,31 @@ def _body(data: Any, route: _Route) -> Body:
 
 
 def _add(r: APIRouter, route: _Route) -> None:
-    async def handler(request: Request, at: ThreadAt) -> Response:
+    async def run(at: At, request: Request) -> Response:
         body = _body(await read_json(request, required=bool(route.required)), route)
         thread = at.thread or ""
         thread_scope(thread)  # a bad id is a 400 before the agent is looked up
+        if at.user is not None and route.name == "step":
+            # A token bound to a user steps as that user: the goal records them, and the
+            # thread's first turn makes it theirs.
+            if body.get("user", at.user) != at.user:
+                raise Forbidden(
+                    f"this token is bound to user {at.user!r}; it cannot step as "
+                    f"{body.get('user')!r}",
+                    user=at.user,
+                )
+            body = {**body, "user": at.user}
         agent = await at.server.agent_for(at.namespace)
         return json_response(await route.call(agent, thread, body))
+
+    if route.name == "step":
+
+        async def handler(request: Request, at: StartAt) -> Response:
+            return await run(at, request)
+    else:
+
+        async def handler(request: Request, at: ThreadAt) -> Response:
+            return await run(at, request)
 
     handler.__name__ = route.name
     r.add_api_route(

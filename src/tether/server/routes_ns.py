@@ -32,6 +32,7 @@ from ..core.errors import InvalidRequest
 from ..crypto import erased_placeholders
 from ..projections.execution import execution_view
 from ..store.base import check_name
+from ._access import Owners, refuse_thread_import
 from ._deps import NamespaceAt, NamespacePath, ThreadAt, ThreadPath, need
 from ._http import json_object, json_response, read_json
 from .openapi import errors, ok, request_body
@@ -83,7 +84,11 @@ def router() -> APIRouter:
         cursor = None if after is None else "thread:" + after
         page = await store.list_scopes(ns, prefix="thread:", after=cursor, limit=limit + 1)
         rows = []
+        owners = Owners(store, ns) if at.user is not None else None
         for info in page[:limit]:
+            thread = info.scope.removeprefix("thread:")
+            if owners is not None and await owners.of(thread) != at.user:
+                continue  # a token bound to a user lists that user's threads only
             stats = await store.stats(ns, info.scope)
             rows.append(
                 {
@@ -95,8 +100,8 @@ def router() -> APIRouter:
                     "runs": stats.kinds.get("goal", 0),
                 }
             )
-        more = len(page) > limit and rows
-        next_after = rows[-1]["thread"] if more else None
+        more = len(page) > limit
+        next_after = page[limit - 1].scope.removeprefix("thread:") if more else None
         return json_response({"namespace": ns, "threads": rows, "next_after": next_after})
 
     @r.get(
@@ -180,6 +185,7 @@ def router() -> APIRouter:
         responses={**_RESULT, **_READ, **errors(409, 422)},
     )
     async def import_thread(request: Request, at: ThreadAt, replace: bool = False) -> Response:
+        refuse_thread_import(at)
         snapshot = json_object(await read_json(request, snapshot=True), "a snapshot")
         return await at.operation("import", snapshot=snapshot, replace=replace)
 
@@ -237,6 +243,7 @@ def router() -> APIRouter:
     ) -> Response:
         ns = check_name("namespace", at.namespace)
         store = await at.store()
+        await at.allow(_scope(scope))
         with erased_placeholders():  # an erased value is shown as {"$erased": true}
             heads = await store.resource_heads(ns, _scope(scope), prefix)
         resources = {k: n.to_dict() for k, n in sorted(heads.items())}
@@ -258,6 +265,7 @@ def router() -> APIRouter:
     ) -> Response:
         ns = check_name("namespace", at.namespace)
         store = await at.store()
+        await at.allow(_scope(scope))
         with erased_placeholders():  # an erased version is shown as {"$erased": true}
             nodes = await store.versions(ns, _scope(scope), key, limit=limit)
         found = [n.to_dict() for n in nodes]
@@ -282,6 +290,7 @@ def router() -> APIRouter:
         at: NamespaceAt, user: Annotated[str, Path(min_length=1, max_length=200)]
     ) -> Response:
         at.request(user=user)  # validates both
+        await at.allow(scopes.user(user))
         result = await control.erase_user(await at.store(), at.namespace, user)
         return json_response(result.to_dict())
 

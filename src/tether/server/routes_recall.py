@@ -58,6 +58,7 @@ def router() -> APIRouter:
         key_prefix: Annotated[str | None, Query(max_length=256)] = None,
     ) -> Response:
         name = _scope(scope)
+        await at.allow(name)
         hits = await recall(
             await at.store(),
             at.namespace,

@@ -11,13 +11,17 @@ request fields, a reset without a session resets the namespace, store names firs
 # No `from __future__ import annotations`: FastAPI reads the route signature built
 # in _add, whose dependency names a local (the grant).
 import contextlib
+import dataclasses
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..control.types import OPERATIONS
+from ..control.types import OPERATIONS, StateOperationRequest
+from ..core import scopes
 from ..core.errors import NotFound
+from ..store import Store
+from ._access import refuse_thread_import, require_scope
 from ._deps import need, server_of
 from ._http import json_object, json_response, read_json
 from .auth import Token
@@ -46,6 +50,25 @@ def router() -> APIRouter:
     return r
 
 
+async def _allow_user(token: Token, store: Store, op: str, req: StateOperationRequest) -> None:
+    """A token bound to a user: only that user's scope and threads (``_access``)."""
+    if op == "verify" and req.snapshot is not None:
+        return  # a snapshot in the body: nothing of the store is read
+    if op == "import" and req.thread is not None:
+        refuse_thread_import(_Held(token))
+    scope = None if req.whole_namespace else req.scope
+    await require_scope(token, store, req.namespace, scope)
+    if op == "fork" and req.new_thread is not None:
+        # The copy is a new thread: it must be empty (fork refuses otherwise), and it
+        # carries the source's goals, so it is the same user's.
+        await require_scope(token, store, req.namespace, scopes.thread(req.new_thread), start=True)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Held:
+    token: Token | None
+
+
 def _add(r: APIRouter, op: str) -> None:
     grant = f"state.{op}"
 
@@ -59,6 +82,8 @@ def _add(r: APIRouter, op: str) -> None:
         req = parsed.request
         token.require(grant, req.namespace)
         server = server_of(request)
+        if token.user is not None:
+            await _allow_user(token, await server.store(), op, req)
         options: dict[str, Any] = {}
         if op == "compact" and req.strategy == "summary" and server.has_agent:
             # The summary strategy asks the namespace's model, when an agent serves it.

@@ -25,6 +25,7 @@ from .. import control
 from ..control.tasks import MAX_RUNS, RUN_STATUSES
 from ..core import scopes
 from ..store.base import check_name
+from ._access import Owners
 from ._deps import NamespaceAt, ThreadAt, need
 from ._http import json_response
 from .openapi import errors, ok
@@ -64,8 +65,11 @@ def router() -> APIRouter:
         after: Annotated[str | None, Query(min_length=1, max_length=1000)] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_RUNS)] = 100,
     ) -> Response:
+        store = await at.store()
+        if at.user is not None and thread is not None:
+            await at.allow(scopes.thread(thread))
         page = await control.runs(
-            await at.store(),
+            store,
             namespace=at.namespace,
             status=_statuses(status),
             thread=thread,
@@ -73,7 +77,16 @@ def router() -> APIRouter:
             after=after,
             limit=limit,
         )
-        return json_response(page.to_dict())
+        body = page.to_dict()
+        if at.user is not None:
+            # A token bound to a user lists the runs of that user's threads only (the
+            # counts would tell of other users' runs: they are left out too).
+            owners = Owners(store, at.namespace)
+            body["runs"] = [r for r in body["runs"] if await owners.of(r["thread"]) == at.user]
+            body["counts"] = {}
+            for r in body["runs"]:
+                body["counts"][r["status"]] = body["counts"].get(r["status"], 0) + 1
+        return json_response(body)
 
     @r.get(
         "/threads/{thread}/task",

@@ -1,6 +1,7 @@
 """Protolink 0.8.3's own ``AgentClient`` against a running ``tether serve``, unmodified.
 
     PYTHONPATH=<protolink install> python tests/protolink_driver.py URL SECRET JWT READER_JWT
+    PYTHONPATH=<protolink install> python tests/protolink_driver.py signin URL SECRET JWT API_KEY
 
 Run by tests/test_seed_protolink.py in a child process whose path holds the
 protolink package installed from the package index (it brings its own pydantic,
@@ -18,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from protolink.client import AgentClient
-from protolink.security.auth import BearerTokenAuth
+from protolink.security.auth import APIKeyAuth, BearerTokenAuth
 from protolink.transport import HTTPTransport
 
 
@@ -72,5 +73,27 @@ async def main(url: str, secret: str, token: str, reader: str) -> dict[str, Any]
     return out
 
 
+async def signin(url: str, secret: str, token: str, key: str) -> dict[str, Any]:
+    """Every way the seed's client signs in: nothing (its documented construction), an
+    API key (``APIKeyAuth``: ``Authorization: ApiKey`` and ``X-API-Key``), a JWT
+    (``BearerTokenAuth``, the token minted by ``tether token``)."""
+    anonymous = client(url)
+    # APIKeyAuth checks the key against the keys it is given, then sends it.
+    by_key = AgentClient(HTTPTransport(url, authenticator=APIKeyAuth({key: []}), credentials=key))
+    by_jwt = client(url, secret, token)
+    out: dict[str, Any] = {}
+    out["anonymous_describe"] = await outcome(lambda: anonymous.describe_state(url))
+    out["anonymous_reset"] = await outcome(lambda: anonymous.reset_state(url, session_id="x"))
+    out["key_describe"] = await outcome(
+        lambda: by_key.describe_state(url, session_id="support-1", include_data=True)
+    )
+    out["jwt_describe"] = await outcome(lambda: by_jwt.describe_state(url, session_id="support-1"))
+    out["jwt_other_user"] = await outcome(lambda: by_jwt.describe_state(url, session_id="billing"))
+    return out
+
+
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(main(*sys.argv[1:5]))))
+    if sys.argv[1] == "signin":
+        print(json.dumps(asyncio.run(signin(*sys.argv[2:6]))))
+    else:
+        print(json.dumps(asyncio.run(main(*sys.argv[1:5]))))

@@ -147,8 +147,10 @@ def test_protolinks_agent_client_drives_tether_serve(
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
 
-    # No credentials: the client sends no header, and the server refuses.
+    # No credentials: the client sends no header, and the server refuses, naming the flag
+    # that would serve it.
     assert "401" in out["anonymous"]["message"], out["anonymous"]
+    assert "--anonymous" in out["anonymous"]["message"], out["anonymous"]
 
     # describe without a session: every store over the namespace, conversation first,
     # item_count = sessions (the seed's mapping session -> messages).
@@ -195,6 +197,104 @@ def test_protolinks_agent_client_drives_tether_serve(
 
     assert asyncio.run(others_left()) > 0
     assert token not in served.log.read_text()
+
+
+def test_every_way_protolinks_client_signs_in(protolink_path: Path, tmp_path: Path) -> None:
+    """The seed's client, unmodified, through every way it signs in: no credentials
+    (a server started with --anonymous), APIKeyAuth (a key of the tokens file) and
+    BearerTokenAuth with a token minted by `tether token` for a user."""
+    db = tmp_path / "signin.db"
+    key = "protolink-api-key-" + "k" * 24
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text(
+        "tokens:\n"
+        "  - name: protolink-key\n"
+        "    token_env: PROTOLINK_KEY\n"
+        "    grants: [state.describe]\n"
+        f"    namespaces: [{NS}]\n"
+    )
+
+    async def prepare() -> None:
+        store = await open_store(f"sqlite:///{db}")
+        try:
+            await fill(store, NS)
+        finally:
+            await store.close()
+
+    asyncio.run(prepare())
+    minted = subprocess.run(
+        [sys.executable, "-m", "tether.cli", "-n", NS, "token", "-u", "ada", "--grant", "*"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TETHER_JWT_SECRET": SECRET},
+    )
+    assert minted.returncode == 0, minted.stderr
+    token = minted.stdout.strip()
+    env = {"TETHER_JWT_SECRET": SECRET, "PROTOLINK_KEY": key}
+    with serve(
+        db,
+        tmp_path / "serve.log",
+        "--tokens",
+        str(tokens),
+        "--anonymous",
+        "state.describe",
+        env=env,
+    ) as s:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                str(Path(__file__).with_name("protolink_driver.py")),
+                "signin",
+                s.url.rstrip("/"),
+                SECRET,
+                token,
+                key,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(protolink_path)},
+            cwd=tmp_path,
+        )
+        log = s.log.read_text()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    # Anonymous: served with the grants of --anonymous (in "default": the seed's client
+    # names no namespace), and nothing more.
+    anon = _ok(out, "anonymous_describe")
+    assert anon["operation"] == "describe" and anon["stores"][0]["exists"] is False
+    assert "403" in out["anonymous_reset"]["message"], out["anonymous_reset"]
+    # The API key of the tokens file, sent as Authorization: ApiKey and X-API-Key.
+    conv = _ok(out, "key_describe")["stores"][0]
+    assert conv["name"] == "conversation" and conv["message_count"] > 8
+    # The minted JWT: ada's token reads ada's thread, not grace's.
+    assert _ok(out, "jwt_describe")["stores"][0]["exists"] is True
+    assert "403" in out["jwt_other_user"]["message"], out["jwt_other_user"]
+    assert key not in log and token not in log
+    assert "token=anonymous" in log and "token=protolink-key" in log and "token=jwt.ada" in log
+
+
+def test_anonymous_clients_only_from_loopback_unless_told() -> None:
+    async def status(tokens: Tokens, client: tuple[str, int], headers: dict[str, str]) -> int:
+        app = create_app(MemoryStore(), tokens=tokens)
+        transport = httpx.ASGITransport(app=app, client=client)
+        async with httpx.AsyncClient(transport=transport, base_url="http://tether") as c:
+            r = await c.post("/state/describe", json={}, headers=headers)
+            return r.status_code
+
+    local, remote = ("127.0.0.1", 5000), ("192.0.2.7", 5000)
+    anon = Tokens.single(TOKEN).with_anonymous("state.describe")
+    anywhere = Tokens.single(TOKEN).with_anonymous(["state.describe"], remote=True)
+    assert asyncio.run(status(anon, local, {})) == 200
+    assert asyncio.run(status(anon, remote, {})) == 401
+    assert asyncio.run(status(anywhere, remote, {})) == 200
+    # A credential that is sent but unknown is refused, never taken as anonymous.
+    assert asyncio.run(status(anon, local, {"X-API-Key": "nope" * 5})) == 401
+    assert asyncio.run(status(anon, local, {"Authorization": "Basic abc"})) == 401
+    # Keys sent the seed's ways are tokens like any other.
+    for h in ({"Authorization": f"ApiKey {TOKEN}"}, {"X-API-Key": TOKEN}):
+        assert asyncio.run(status(Tokens.single(TOKEN), remote, h)) == 200
 
 
 # --------------------------------------------------------------------------- /state/* rules

@@ -96,3 +96,38 @@ def test_load_agent() -> None:
         load_agent("tether.cli.demo:nothing_here")
     with pytest.raises(Exception, match="neither"):
         load_agent("tether.cli.demo:NAMESPACE")
+
+
+# --------------------------------------------------------------------------- tether token
+
+
+def test_tether_token_mints_a_jwt_the_server_accepts() -> None:
+    from tether.server.auth import JwtKey
+
+    secret = "t" * 40
+    runner = CliRunner()
+    args = ["-n", "acme", "token", "--user", "ada", "--grant", "state.*", "--ttl", "60"]
+    r = runner.invoke(main, args, env={"TETHER_JWT_SECRET": secret})
+    assert r.exit_code == 0, r.output
+    token = JwtKey(secret=secret).verify(r.output.strip())
+    assert (token.name, token.user, token.grants, token.namespaces) == (
+        "jwt.ada",
+        "ada",
+        frozenset({"state.*"}),
+        ("acme",),
+    )
+    # Another secret: the server refuses it.
+    with pytest.raises(Exception, match="refused"):
+        JwtKey(secret="u" * 40).verify(r.output.strip())
+    # A grant the server would refuse, or no secret: nothing printed, a typed error.
+    r = runner.invoke(main, ["token", "--grant", "nope"], env={"TETHER_JWT_SECRET": secret})
+    assert r.exit_code != 0 and "unknown grant 'nope'" in r.output and "eyJ" not in r.output
+    r = runner.invoke(main, ["token", "--grant", "*"], env={"TETHER_JWT_SECRET": ""})
+    assert r.exit_code != 0 and "TETHER_JWT_SECRET is not set" in r.output
+
+
+def test_serve_without_any_token_names_the_anonymous_flag(tmp_path: Path) -> None:
+    r = CliRunner().invoke(
+        main, ["--store", str(tmp_path / "x.db"), "serve"], env=env_without_tokens()
+    )
+    assert r.exit_code == 2 and "--anonymous GRANTS" in r.output

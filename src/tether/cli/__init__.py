@@ -912,6 +912,7 @@ _add_serve()
 
 from . import mcp_cmd as _mcp_cmd  # noqa: E402,F401  (registers mcp; imports no MCP SDK)
 from . import recall_cmd as _recall_cmd  # noqa: E402,F401  (registers recall and reindex)
+from . import token_cmd as _token_cmd  # noqa: E402,F401  (registers token)
 
 
 def _json_after(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

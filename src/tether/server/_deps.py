@@ -34,7 +34,7 @@ from ..store import Store, open_store
 from ..store.base import check_name
 from ._access import require_scope
 from ._http import json_response
-from .auth import Token, Tokens
+from .auth import Token, Tokens, presented_credential
 
 __all__ = [
     "AgentFactory",
@@ -156,8 +156,12 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 
 async def authenticated(request: Request, creds: Credentials) -> Token:
-    """Any known token (no grant needed)."""
-    token = server_of(request).tokens.authenticate(creds.credentials if creds else None)
+    """Any known token (no grant needed): sent as a bearer token, ``Authorization: ApiKey``
+    or ``X-API-Key``; nothing sent is the anonymous token on a server that has one."""
+    client = request.client.host if request.client is not None else None
+    token = server_of(request).tokens.authenticate(
+        presented_credential(request.headers), client=client
+    )
     # The name (never the secret) is logged with the request.
     request.state.token_name = token.name
     return token

@@ -125,8 +125,8 @@ def create_app(
     if not known.configured:
         raise AuthConfigError(
             "no tokens: set TETHER_TOKEN (one all-grants token), pass a tokens file "
-            "(--tokens FILE, $TETHER_TOKENS_FILE) or a JWT secret ($TETHER_JWT_SECRET); "
-            "see docs/http.md",
+            "(--tokens FILE, $TETHER_TOKENS_FILE), a JWT secret ($TETHER_JWT_SECRET) or "
+            "serve clients without a token (tether serve --anonymous GRANTS); see docs/http.md",
             field="tokens",
         )
     if agent is not None and not (isinstance(agent, Agent) or callable(agent)):

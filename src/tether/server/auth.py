@@ -43,6 +43,18 @@ a list, with the same patterns as a tokens-file entry; ``iss`` and ``aud`` are c
 when ``$TETHER_JWT_ISSUER`` / ``$TETHER_JWT_AUDIENCE`` are set. A token that fails any
 check is a 401, whatever the reason.
 
+**How a token is sent.** ``Authorization: Bearer <token>``, ``Authorization: ApiKey
+<token>`` or ``X-API-Key: <token>`` (Protolink's ``APIKeyAuth`` sends the last two);
+a named token or a JWT either way. ``mint_jwt`` (``tether token``) signs a JWT for a
+user and grants with the server's secret.
+
+**Anonymous clients.** A server started with ``--anonymous GRANTS`` (``Tokens.anonymous``)
+serves a request that sends no credentials at all as the token ``anonymous`` with those
+grants on every namespace, for clients that cannot send one (Protolink's
+``AgentClient(transport="http", url=...)``), and only from a loopback address unless
+``--anonymous-remote`` says otherwise. A request that sends a credential the server
+does not know is a 401 all the same.
+
     TetherError
     ├── Unauthorized    "unauthorized"   no token, or not a known one       (HTTP 401)
     ├── Forbidden       "forbidden"      a known token without the grant    (HTTP 403)
@@ -53,6 +65,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -80,6 +93,8 @@ __all__ = [
     "Tokens",
     "Unauthorized",
     "hash_token",
+    "mint_jwt",
+    "presented_credential",
 ]
 
 GRANTS: Final[tuple[str, ...]] = (
@@ -321,9 +336,18 @@ class Tokens:
     ``jwt``: a ``JwtKey`` to accept HS256 JWTs as well (their claims carry the grants).
     """
 
-    def __init__(self, tokens: Iterable[Token], *, jwt: JwtKey | None = None) -> None:
+    def __init__(
+        self,
+        tokens: Iterable[Token],
+        *,
+        jwt: JwtKey | None = None,
+        anonymous: Token | None = None,
+        anonymous_remote: bool = False,
+    ) -> None:
         self._tokens = tuple(tokens)
         self.jwt = jwt
+        self.anonymous = anonymous
+        self.anonymous_remote = anonymous_remote
         names = [t.name for t in self._tokens]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -347,17 +371,49 @@ class Tokens:
 
     @property
     def configured(self) -> bool:
-        """Whether any bearer token can be accepted (a named token or a JWT key)."""
-        return bool(self._tokens) or self.jwt is not None
+        """Whether any client can be served (a named token, a JWT key, anonymous grants)."""
+        return bool(self._tokens) or self.jwt is not None or self.anonymous is not None
 
-    def authenticate(self, presented: str | None) -> Token:
+    def with_anonymous(self, grants: str | Iterable[str], *, remote: bool = False) -> Tokens:
+        """These tokens, plus anonymous clients served with ``grants`` (comma-separated or a
+        list) on every namespace; from loopback addresses only unless ``remote``."""
+        names = grants.split(",") if isinstance(grants, str) else list(grants)
+        names = [g.strip() for g in names if g.strip()]
+        if not names:
+            raise AuthConfigError(
+                "--anonymous takes the grants anonymous clients get, e.g. state.describe,state.history",
+                field="anonymous",
+            )
+        token = Token(
+            name="anonymous",
+            digest=hashlib.sha256(b"anonymous").digest(),
+            grants=frozenset(names),
+            namespaces=("*",),
+        )
+        return Tokens(self._tokens, jwt=self.jwt, anonymous=token, anonymous_remote=remote)
+
+    def authenticate(self, presented: str | None, *, client: str | None = None) -> Token:
         """The token whose digest matches ``presented``; raises ``Unauthorized`` otherwise.
 
         Every known digest is compared, whatever matched first, so the time taken
-        does not depend on which token (if any) matched.
+        does not depend on which token (if any) matched. ``presented`` None (nothing
+        sent) is the anonymous token when the server serves anonymous clients and
+        ``client`` (the peer's address) is loopback, or any address when allowed.
         """
+        if presented is None and self.anonymous is not None:
+            if self.anonymous_remote or _loopback(client):
+                return self.anonymous
+            raise Unauthorized(
+                "anonymous clients are served from this machine only (start the server "
+                "with --anonymous-remote to serve them from anywhere); send a token: "
+                "Authorization: Bearer <token>"
+            )
         if not presented:
-            raise Unauthorized("send a bearer token: Authorization: Bearer <token>")
+            raise Unauthorized(
+                "send a token (Authorization: Bearer <token>, Authorization: ApiKey <token> "
+                "or X-API-Key), or start the server with --anonymous GRANTS to serve "
+                "clients that send none"
+            )
         digest = hashlib.sha256(presented.encode("utf-8", "surrogatepass")).digest()
         found: Token | None = None
         for t in self._tokens:
@@ -433,7 +489,87 @@ class Tokens:
         return cls([dev_token(secret, name=name, grants=grants, namespaces=namespaces)])
 
     def merged(self, other: Tokens) -> Tokens:
-        return Tokens([*self._tokens, *other._tokens], jwt=other.jwt or self.jwt)
+        return Tokens(
+            [*self._tokens, *other._tokens],
+            jwt=other.jwt or self.jwt,
+            anonymous=other.anonymous or self.anonymous,
+            anonymous_remote=other.anonymous_remote or self.anonymous_remote,
+        )
+
+
+def _loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def presented_credential(headers: Mapping[str, str]) -> str | None:
+    """The credential a request sends: ``Authorization: Bearer``/``ApiKey`` or
+    ``X-API-Key``; None when it sends none. An ``Authorization`` of another scheme
+    (Basic ...) is a credential tether cannot read: ``""``, refused, never anonymous."""
+    auth = headers.get("authorization")
+    if auth is not None:
+        scheme, _, value = auth.strip().partition(" ")
+        if scheme.lower() in ("bearer", "apikey") and value.strip():
+            return value.strip()
+        return ""
+    key = headers.get("x-api-key")
+    if key is not None:
+        return key.strip()
+    return None
+
+
+def mint_jwt(
+    secret: str,
+    *,
+    grants: Iterable[str],
+    namespaces: Iterable[str],
+    user: str | None = None,
+    subject: str | None = None,
+    ttl: int = 3600,
+    issuer: str | None = None,
+    audience: str | None = None,
+    now: float | None = None,
+) -> str:
+    """An HS256 JWT the server configured with ``secret`` accepts (``tether token``).
+
+    The claims are checked as the server will check them, so a token that would be
+    refused is never printed: ``AuthConfigError`` instead.
+    """
+    import time
+
+    key = JwtKey(secret=secret, issuer=issuer, audience=audience)
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1:
+        raise AuthConfigError("the token's lifetime is a number of seconds >= 1", field="ttl")
+    issued = int(time.time() if now is None else now)
+    claims: dict[str, Any] = {
+        "iat": issued,
+        "exp": issued + ttl,
+        "grants": list(grants),
+        "namespaces": list(namespaces),
+    }
+    if subject or user:
+        claims["sub"] = subject or user
+    if user is not None:
+        claims["user"] = user
+    if issuer is not None:
+        claims["iss"] = issuer
+    if audience is not None:
+        claims["aud"] = audience
+    # The checks of Token: known grants, namespaces, a valid user.
+    Token(
+        name="jwt",
+        digest=bytes(32),
+        grants=frozenset(claims["grants"]),
+        namespaces=tuple(claims["namespaces"]),
+        user=user,
+    )
+    import jwt
+
+    return jwt.encode(claims, key.secret, algorithm="HS256")
 
 
 def _check_secret(what: str, secret: str) -> None:

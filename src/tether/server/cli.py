@@ -151,6 +151,17 @@ def server_tokens(tokens_file: str | None, env: Mapping[str, str]) -> Any:
     type=click.FloatRange(0.0),
     help="Seconds a request may wait for its turn; then 503 with Retry-After.",
 )
+@click.option(
+    "--anonymous",
+    metavar="GRANTS",
+    help="Serve clients that send no token with these grants (comma-separated) on every "
+    "namespace, from this machine only (docs/http.md).",
+)
+@click.option(
+    "--anonymous-remote",
+    is_flag=True,
+    help="With --anonymous: from any address, not only loopback.",
+)
 @click.option("--no-inspector", is_flag=True, help="Serve the API only.")
 @click.option(
     "--trace-url",
@@ -178,6 +189,8 @@ def serve(
     workers: int,
     max_inflight: int,
     queue_timeout: float,
+    anonymous: str | None,
+    anonymous_remote: bool,
     no_inspector: bool,
     trace_url: str | None,
     log_level: str,
@@ -202,6 +215,8 @@ def serve(
         "log_level": log_level,
         "max_inflight": max_inflight,
         "queue_timeout": queue_timeout,
+        "anonymous": anonymous,
+        "anonymous_remote": anonymous_remote,
     }
     try:
         # Built here for one process; with workers, built here only to refuse a bad
@@ -261,9 +276,12 @@ _WORKER_APP: Final = "tether.server.cli:worker_app"
 def _app(options: Mapping[str, Any]) -> Any:
     from .app import create_app
 
+    tokens = server_tokens(options["tokens_file"], os.environ)
+    if options.get("anonymous") is not None:
+        tokens = tokens.with_anonymous(options["anonymous"], remote=options["anonymous_remote"])
     return create_app(
         options["store_url"],
-        tokens=server_tokens(options["tokens_file"], os.environ),
+        tokens=tokens,
         agent=load_agent(options["agent_ref"]) if options["agent_ref"] else None,
         max_body_bytes=options["max_body"],
         inspector=options["inspector"],

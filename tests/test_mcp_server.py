@@ -138,12 +138,11 @@ async def test_writes_survive_a_restart_and_two_clients_at_once_lose_nothing(
 
 
 @contextmanager
-def _http_server(db: Path, tokens: Path, *args: str) -> Iterator[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_TOKEN")}
-    env.update(MCP_TEST_WRITER=WRITER)
+def _http_server(db: Path, *args: str, **env_vars: str) -> Iterator[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TETHER_TOKEN", "TETHER_JWT"))}
+    env.update(MCP_TEST_WRITER=WRITER, **env_vars)
     proc = subprocess.Popen(
-        [TETHER, "--store", str(db), "-n", "acme", "mcp", "--http", "--port", "0",
-         "--tokens", str(tokens), *args],
+        [TETHER, "--store", str(db), "-n", "acme", "mcp", "--http", "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -186,7 +185,7 @@ async def test_http_needs_a_known_token_and_a_read_grant_cannot_write(tmp_path: 
         )
     )
     db = tmp_path / "memory.db"
-    with _http_server(db, tokens, "--user", "ada") as url:
+    with _http_server(db, "--tokens", str(tokens), "--user", "ada") as url:
         for header in ({}, {"Authorization": "Bearer wrong-token-0123456789"}):
             r = httpx.post(
                 url,
@@ -237,3 +236,41 @@ def test_stdio_needs_a_user_and_import_a_bad_file_writes_nothing(tmp_path: Path)
     assert result.exit_code == 2
     assert json.loads(result.output)["details"]["field"] == "line 2"
     assert not db.exists()
+
+
+async def test_over_http_without_user_each_token_keeps_its_own_memory(tmp_path: Path) -> None:
+    import time
+
+    import jwt
+
+    secret = "s" * 40
+    db = tmp_path / "memory.db"
+
+    def signed(sub: str, namespace: str) -> str:
+        claims = {"sub": sub, "exp": int(time.time()) + 600, "grants": ["memory.*"],
+                  "namespaces": [namespace]}
+        return jwt.encode(claims, secret, algorithm="HS256")
+
+    with _http_server(db, TETHER_JWT_SECRET=secret, TETHER_TOKEN=WRITER) as url:
+        for token, name in ((signed("bea", "beta"), "Bea"), (WRITER, "Env")):
+            client, http = _client(url, token)
+            async with http, client:
+                r = await client.call_tool("create_entities", {"entities": [_e(name)]})
+                assert not r.is_error, r.content
+                graph = (await client.call_tool("read_graph", {})).structured_content
+                assert graph["entities"] == [_e(name)]  # its own memory only
+        stranger = jwt.encode(
+            {"sub": "x", "exp": int(time.time()) + 600, "grants": ["*"]}, "t" * 40, "HS256"
+        )
+        r = httpx.post(url, headers={"Authorization": f"Bearer {stranger}"}, json={})
+        assert r.status_code == 401
+    async with await tether.open_store(f"sqlite:///{db}") as store:
+        # the JWT's one namespace and its subject; $TETHER_TOKEN's -n and its name "env"
+        assert (await store.head("beta", "user:jwt.bea")).sequence == 1
+        assert (await store.head("acme", "user:env")).sequence == 1
+
+
+def test_the_tether_command_never_loads_the_sdk() -> None:
+    code = "import sys, tether.cli, tether.mcp; print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

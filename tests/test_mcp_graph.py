@@ -173,9 +173,10 @@ async def test_import_keeps_the_file_order_in_one_commit(store: tether.Store, ns
         ('{"type":"thing","name":"a"}', "line 1"),
         ('{"type":"entity","name":"a","entityType":"t"}', "line 1.observations"),
         ('{"type":"relation","from":"a","to":"b","relationType":"r","x":1}', "line 1"),
+        (b'{"type":"entity","name":"\xff"}', "file"),
     ],
 )
-def test_a_bad_memory_file_names_its_line(text: str, field: str) -> None:
+def test_a_bad_memory_file_names_its_line(text: str | bytes, field: str) -> None:
     with pytest.raises(InvalidArguments) as info:
         load_memory_file(text)
     assert info.value.details["field"] == field

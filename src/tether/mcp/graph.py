@@ -36,7 +36,7 @@ import orjson
 
 from ..core import scopes
 from ..core.canonical import canonical_json
-from ..core.errors import InvalidRequest, NotFound
+from ..core.errors import Conflict, InvalidRequest, NotFound
 from ..core.graph import CausalNode
 from ..core.vocab import NodeType, Vocabulary
 from ..projections.errors import InvalidArguments
@@ -63,6 +63,7 @@ VOCABULARY: Final = Vocabulary(
 )
 _ENTITY_PREFIX: Final = f"semantic:{ENTITY_TYPE}:"
 _RELATION_PREFIX: Final = f"semantic:{RELATION_TYPE}:"
+_READ_ATTEMPTS: Final = 8
 
 
 class EntityNotFound(NotFound):
@@ -349,9 +350,23 @@ class KnowledgeGraph:
     # -- reads -------------------------------------------------------------------------
 
     async def read_graph(self) -> Graph:
-        """Every entity and relation, in the order they were created."""
-        ents = await self.store.resource_heads(self.namespace, self.scope, _ENTITY_PREFIX)
-        rels = await self.store.resource_heads(self.namespace, self.scope, _RELATION_PREFIX)
+        """Every entity and relation, in the order they were created: both read at one
+        head of the scope (read again if a write landed between the two reads)."""
+        head = await self.store.head(self.namespace, self.scope)
+        for _ in range(_READ_ATTEMPTS):
+            ents = await self.store.resource_heads(self.namespace, self.scope, _ENTITY_PREFIX)
+            rels = await self.store.resource_heads(self.namespace, self.scope, _RELATION_PREFIX)
+            after = await self.store.head(self.namespace, self.scope)
+            if (after.generation, after.sequence) == (head.generation, head.sequence):
+                break
+            head = after
+        else:
+            raise Conflict(
+                f"{self.scope} kept changing while it was read ({_READ_ATTEMPTS} tries): "
+                "read again",
+                namespace=self.namespace,
+                scope=self.scope,
+            )
         return Graph(
             entities=_ordered(ents.values(), _entity),
             relations=_ordered(rels.values(), _relation),
@@ -455,7 +470,13 @@ def load_memory_file(data: bytes | str) -> Graph:
     "observations"}`` and ``{"type": "relation", "from", "to", "relationType"}``, blank
     lines skipped. ``InvalidArguments`` names the line of the first problem; nothing is
     repaired silently."""
-    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as e:
+        raise InvalidArguments(
+            f"the file is not UTF-8 text (byte {e.start}): a memory file is JSON Lines",
+            field="file",
+        ) from None
     entities: list[Entity] = []
     relations: list[Relation] = []
     lines = text.split("\n")

@@ -84,10 +84,11 @@ async def test_a_missing_entity_fails_the_whole_call_and_writes_nothing(
     [
         ("create_entities", [{"name": "x", "entityType": "t"}], "entities[0].observations"),
         ("create_entities", [{**_e("x"), "extra": 1}], "entities[0]"),
-        ("create_entities", [_e("x"), _e("x")], "entities[1]"),  # the same name twice
+        ("create_entities", [_e("y"), _e("x"), _e("y")], "entities[2]"),  # a new name twice
         ("create_entities", {"name": "x"}, "entities"),
         ("create_relations", [{"from": "a", "to": 3, "relationType": "r"}], "relations[0].to"),
         ("create_relations", [_r("a", "r", "b"), _r("a", "r", "b")], "relations[1]"),
+        ("create_relations", [{"from": "a", "to": "b", "relationType": "\udfff"}], "relations[0].relationType"),
         ("add_observations", [{"entityName": "x", "contents": "a"}], "observations[0].contents"),
         ("delete_entities", "x", "entityNames"),
         ("delete_observations", [{"entityName": "x"}], "deletions[0].observations"),
@@ -107,6 +108,15 @@ async def test_bad_arguments_are_typed_and_write_nothing(
     assert info.value.code == "invalid_arguments"
     assert info.value.details["field"] == field
     assert await store.head(ns, "user:ada") == before
+
+
+async def test_a_name_that_exists_may_repeat_as_in_the_reference(
+    store: tether.Store, ns: str
+) -> None:
+    kg = KnowledgeGraph(store, ns, scope="user:ada")
+    await kg.create_entities([_e("x", "first")])
+    assert await kg.create_entities([_e("x", "again"), _e("x", "and again")]) == []
+    assert (await kg.read_graph()).entities == [_e("x", "first")]
 
 
 async def test_text_tether_cannot_store_exactly_is_refused(store: tether.Store, ns: str) -> None:

@@ -74,7 +74,13 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
     ),
     (
         "create_entities",
-        {"entities": [_e("Ada Lovelace", "ignored", "already there"), _e("Babbage", "person")]},
+        {
+            "entities": [
+                _e("Ada Lovelace", "ignored", "already there"),
+                _e("Babbage", "person"),
+                _e("Ada Lovelace", "ignored too"),
+            ]
+        },
     ),
     (
         "create_relations",

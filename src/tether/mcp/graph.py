@@ -20,9 +20,9 @@ is lost to a race; every version stays in the graph (``history``).
 Each operation does what the reference's ``KnowledgeGraphManager`` does, with the
 same results (checked side by side by tests/test_mcp_reference.py), with three
 differences, all loud: arguments the reference's schema would strip or refuse raise
-``InvalidArguments`` (nothing written); two entities of one name (or two equal
-relations) in one ``create_*`` call raise ``InvalidArguments`` (the reference would
-store both, and later calls see only the first); and text tether cannot store exactly
+``InvalidArguments`` (nothing written); a ``create_*`` call that would create two
+entities of one name (or one relation twice) raises ``InvalidArguments`` (the reference
+would store both, and later calls see only the first); and text tether cannot store exactly
 (a lone surrogate) raises ``InvalidArguments`` too.
 """
 
@@ -205,16 +205,19 @@ class KnowledgeGraph:
         checked = [
             check_entity(e, f"entities[{i}]") for i, e in enumerate(_list(entities, "entities"))
         ]
-        _no_repeats([e["name"] for e in checked], "entities", "name")
 
         async def run(t: Transaction) -> list[Entity]:
             created: list[Entity] = []
+            made: set[str] = set()
             since = await self._next_since(t)
-            for e in checked:
+            for i, e in enumerate(checked):
+                if e["name"] in made:  # the reference would store a second entity of the name
+                    raise _repeated("entities", i, "name", e["name"])
                 head = await t.resource_head(self.scope, _ENTITY_PREFIX + entity_key(e["name"]))
                 if _live(head) is None:
                     await self._put_entity(t, e, since + len(created))
                     created.append(e)
+                    made.add(e["name"])
             return created
 
         result: list[Entity] = await self._txn(run)
@@ -226,17 +229,20 @@ class KnowledgeGraph:
             check_relation(r, f"relations[{i}]")
             for i, r in enumerate(_list(relations, "relations"))
         ]
-        _no_repeats([relation_key(r) for r in checked], "relations", "relation")
 
         async def run(t: Transaction) -> list[Relation]:
             created: list[Relation] = []
+            made: set[str] = set()
             since = await self._next_since(t)
-            for r in checked:
+            for i, r in enumerate(checked):
                 key = relation_key(r)
+                if key in made:  # the reference would store the relation twice
+                    raise _repeated("relations", i, "relation", key)
                 if _live(await t.resource_head(self.scope, _RELATION_PREFIX + key)) is None:
                     content = {**r, "since": since + len(created)}
                     await t.semantic(self.scope, RELATION_TYPE, key, content)
                     created.append(r)
+                    made.add(key)
             return created
 
         result: list[Relation] = await self._txn(run)
@@ -439,14 +445,18 @@ class KnowledgeGraph:
         return result
 
 
+def _repeated(what: str, i: int, field: str, key: str) -> InvalidArguments:
+    return InvalidArguments(
+        f"{what}[{i}] repeats a {field} this call creates ({key}): give each once",
+        field=f"{what}[{i}]",
+    )
+
+
 def _no_repeats(keys: list[str], what: str, field: str) -> None:
     seen: set[str] = set()
     for i, k in enumerate(keys):
         if k in seen:
-            raise InvalidArguments(
-                f"{what}[{i}] repeats an earlier {field} of the same call ({k}): give each once",
-                field=f"{what}[{i}]",
-            )
+            raise _repeated(what, i, field, k)
         seen.add(k)
 
 

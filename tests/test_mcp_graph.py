@@ -5,15 +5,19 @@ server itself: tests/test_mcp_reference.py."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 import tether
 from tether.core.errors import InvalidRequest
 from tether.mcp import EntityNotFound, KnowledgeGraph, load_memory_file
-from tether.mcp.graph import ENTITY_TYPE, RELATION_TYPE
+from tether.mcp.graph import ENTITY_TYPE, RELATION_TYPE, Graph
 from tether.projections.errors import InvalidArguments
 
 
@@ -190,3 +194,145 @@ def test_a_bad_memory_file_names_its_line(text: str | bytes, field: str) -> None
     with pytest.raises(InvalidArguments) as info:
         load_memory_file(text)
     assert info.value.details["field"] == field
+
+
+# -- against a port of the reference's own code ------------------------------------------
+
+
+class Reference:
+    """The reference server's KnowledgeGraphManager (dist/index.js), line for line, on
+    lists in memory. ``None`` from create_*: the call would store a second copy of a new
+    name or relation, which tether refuses."""
+
+    def __init__(self) -> None:
+        self.entities: list[dict[str, Any]] = []
+        self.relations: list[dict[str, str]] = []
+
+    def create_entities(self, entities: list[dict[str, Any]]) -> Any:
+        new = [e for e in entities if not any(x["name"] == e["name"] for x in self.entities)]
+        if len({e["name"] for e in new}) != len(new):
+            return None
+        self.entities += [_e(e["name"], *e["observations"], type_=e["entityType"]) for e in new]
+        return new
+
+    def create_relations(self, relations: list[dict[str, str]]) -> Any:
+        new = [r for r in relations if r not in self.relations]
+        if any(r in new[:i] for i, r in enumerate(new)):
+            return None
+        self.relations += [dict(r) for r in new]
+        return new
+
+    def add_observations(self, observations: list[dict[str, Any]]) -> Any:
+        staged = [dict(e, observations=list(e["observations"])) for e in self.entities]
+        results = []
+        for o in observations:
+            entity = next((e for e in staged if e["name"] == o["entityName"]), None)
+            if entity is None:
+                return "not found"
+            new = [c for c in o["contents"] if c not in entity["observations"]]
+            entity["observations"] += new
+            results.append({"entityName": o["entityName"], "addedObservations": new})
+        self.entities = staged
+        return results
+
+    def delete_entities(self, names: list[str]) -> None:
+        self.entities = [e for e in self.entities if e["name"] not in names]
+        self.relations = [
+            r for r in self.relations if r["from"] not in names and r["to"] not in names
+        ]
+
+    def delete_observations(self, deletions: list[dict[str, Any]]) -> None:
+        for d in deletions:
+            for e in self.entities:
+                if e["name"] == d["entityName"]:
+                    e["observations"] = [o for o in e["observations"] if o not in d["observations"]]
+
+    def delete_relations(self, relations: list[dict[str, str]]) -> None:
+        self.relations = [r for r in self.relations if r not in relations]
+
+    def search_nodes(self, query: str) -> dict[str, Any]:
+        q = query.lower()
+        found = [
+            e
+            for e in self.entities
+            if q in e["name"].lower()
+            or q in e["entityType"].lower()
+            or any(q in o.lower() for o in e["observations"])
+        ]
+        return self._with_relations(found)
+
+    def open_nodes(self, names: list[str]) -> dict[str, Any]:
+        return self._with_relations([e for e in self.entities if e["name"] in names])
+
+    def _with_relations(self, found: list[dict[str, Any]]) -> dict[str, Any]:
+        names = {e["name"] for e in found}
+        rels = [r for r in self.relations if r["from"] in names or r["to"] in names]
+        return {"entities": found, "relations": rels}
+
+
+NAMES = st.sampled_from(["Ann", "Bob", "cat", "Dé", ""])
+TEXTS = st.sampled_from(["likes tea", "Likes TEA", "x", "", "ann's"])
+ENTITY = st.builds(lambda n, t, o: _e(n, *o, type_=t), NAMES, TEXTS, st.lists(TEXTS, max_size=3))
+RELATION = st.builds(_r, NAMES, st.sampled_from(["knows", "owns"]), NAMES)
+OPS = st.one_of(
+    st.tuples(st.just("create_entities"), st.lists(ENTITY, max_size=3)),
+    st.tuples(st.just("create_relations"), st.lists(RELATION, max_size=3)),
+    st.tuples(
+        st.just("add_observations"),
+        st.lists(
+            st.fixed_dictionaries({"entityName": NAMES, "contents": st.lists(TEXTS, max_size=3)}),
+            max_size=3,
+        ),
+    ),
+    st.tuples(st.just("delete_entities"), st.lists(NAMES, max_size=2)),
+    st.tuples(
+        st.just("delete_observations"),
+        st.lists(
+            st.fixed_dictionaries(
+                {"entityName": NAMES, "observations": st.lists(TEXTS, max_size=2)}
+            ),
+            max_size=2,
+        ),
+    ),
+    st.tuples(st.just("delete_relations"), st.lists(RELATION, max_size=2)),
+    st.tuples(st.just("search_nodes"), TEXTS),
+    st.tuples(st.just("open_nodes"), st.lists(NAMES, max_size=3)),
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(OPS, min_size=1, max_size=12))
+@example(ops=[("create_entities", [_e("Bob", "likes tea")]), ("search_nodes", "Likes TEA")])
+@example(
+    ops=[
+        ("create_entities", [_e("Bob", "x", "likes tea", "ann's")]),
+        ("delete_observations", [{"entityName": "Bob", "observations": ["x", "ann's"]}]),
+        ("create_relations", [_r("Bob", "knows", "Ann"), _r("Ann", "knows", "Bob")]),
+        ("delete_entities", ["Ann"]),
+        ("create_entities", [_e("Ann"), _e("Ann")]),
+        ("add_observations", [{"entityName": "Bob", "contents": ["y", "y"]},
+                              {"entityName": "Bob", "contents": ["y", "z"]}]),
+    ]
+)
+def test_every_sequence_of_calls_answers_as_the_reference_does(ops: list[Any]) -> None:
+    async def go() -> None:
+        ref = Reference()
+        async with await tether.open_store("memory://") as store:
+            kg = KnowledgeGraph(store, "n", scope="user:ada")
+            for name, arg in ops:
+                want = getattr(ref, name)(copy.deepcopy(arg))
+                try:
+                    got = await getattr(kg, name)(copy.deepcopy(arg))
+                except EntityNotFound:
+                    got = "not found"
+                except InvalidArguments:
+                    got = None
+                if isinstance(got, Graph):
+                    got = got.to_dict()
+                assert got == want, (name, arg)
+                assert (await kg.read_graph()).to_dict() == {
+                    "entities": ref.entities,
+                    "relations": ref.relations,
+                }
+
+    asyncio.run(go())

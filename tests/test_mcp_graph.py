@@ -18,7 +18,7 @@ import tether
 from tether.core.errors import InvalidRequest
 from tether.mcp import EntityNotFound, KnowledgeGraph, load_memory_file
 from tether.mcp.graph import ENTITY_TYPE, RELATION_TYPE, Graph
-from tether.projections.errors import InvalidArguments
+from tether.projections.errors import InvalidArguments, NothingToUndo
 
 
 def _e(name: str, *obs: str, type_: str = "person") -> dict[str, object]:
@@ -51,6 +51,23 @@ async def test_writes_are_versions_of_semantic_memories(store: tether.Store, ns:
     kinds = {n.payload["type"] for n in heads.values()}
     assert kinds == {ENTITY_TYPE, RELATION_TYPE}
     assert (await tether.control.verify(store, namespace=ns, user="ada")).ok
+
+
+async def test_undo_brings_a_deleted_entity_back_with_its_relations_and_place(
+    store: tether.Store, ns: str
+) -> None:
+    kg = KnowledgeGraph(store, ns, scope="user:ada")
+    await kg.create_entities([_e("Ann"), _e("Bob", "likes tea"), _e("Cy")])
+    await kg.create_relations([_r("Ann", "knows", "Bob"), _r("Bob", "knows", "Cy")])
+    before = (await kg.read_graph()).to_dict()
+    await kg.delete_entities(["Bob"])
+    assert [e["name"] for e in (await kg.read_graph()).entities] == ["Ann", "Cy"]
+    undone = await kg.undo()
+    assert undone["op"] == "delete_entities"
+    assert sorted(undone["keys"]) == ["Ann knows Bob", "Bob", "Bob knows Cy"]
+    assert (await kg.read_graph()).to_dict() == before
+    # an undo is a new version: the history keeps the deletion
+    assert [v["entity"] is None for v in await kg.history("Bob")] == [False, True, False]
 
 
 async def test_order_is_creation_order_and_a_recreated_entity_goes_last(
@@ -173,11 +190,13 @@ async def test_import_keeps_the_file_order_in_one_commit(store: tether.Store, ns
     kg = KnowledgeGraph(store, ns, scope="user:ada")
     assert await kg.import_graph(graph) == {"entities": 2, "relations": 1}
     assert (await kg.read_graph()).to_dict() == graph.to_dict()
-    assert (await store.head(ns, "user:ada")).sequence == 3
+    assert (await store.head(ns, "user:ada")).sequence == 4  # 3 memories, 1 log entry
     with pytest.raises(InvalidRequest) as info:
         await kg.import_graph(graph)
     assert info.value.code == "not_empty"
-    assert (await store.head(ns, "user:ada")).sequence == 3
+    assert (await store.head(ns, "user:ada")).sequence == 4
+    await kg.undo()  # the whole import, in one
+    assert (await kg.read_graph()).to_dict() == {"entities": [], "relations": []}
 
 
 @pytest.mark.parametrize(
@@ -319,7 +338,9 @@ def test_every_sequence_of_calls_answers_as_the_reference_does(ops: list[Any]) -
         ref = Reference()
         async with await tether.open_store("memory://") as store:
             kg = KnowledgeGraph(store, "n", scope="user:ada")
+            before: list[dict[str, Any]] = []  # the graph before each call that changed it
             for name, arg in ops:
+                was = copy.deepcopy({"entities": ref.entities, "relations": ref.relations})
                 want = getattr(ref, name)(copy.deepcopy(arg))
                 try:
                     got = await getattr(kg, name)(copy.deepcopy(arg))
@@ -330,9 +351,15 @@ def test_every_sequence_of_calls_answers_as_the_reference_does(ops: list[Any]) -
                 if isinstance(got, Graph):
                     got = got.to_dict()
                 assert got == want, (name, arg)
-                assert (await kg.read_graph()).to_dict() == {
-                    "entities": ref.entities,
-                    "relations": ref.relations,
-                }
+                now = {"entities": ref.entities, "relations": ref.relations}
+                assert (await kg.read_graph()).to_dict() == now
+                if now != was:
+                    before.append(was)
+            # and undo walks back through every one of those graphs, to the empty one
+            for was in reversed(before):
+                await kg.undo()
+                assert (await kg.read_graph()).to_dict() == was
+            with pytest.raises(NothingToUndo):
+                await kg.undo()
 
     asyncio.run(go())

@@ -32,7 +32,7 @@ from tether import Agent, ScriptedModel
 from tether.cli import main
 from tether.mcp import KnowledgeGraph
 from tether.mcp.server import McpHost, build_server
-from tether.mcp.tools import TOOLS
+from tether.mcp.tools import TETHER_TOOLS, TOOLS
 from tether.models.embeddings import HashingEmbedder
 from tether.projections.agent_memory import AgentMemory
 
@@ -71,7 +71,7 @@ async def test_tethers_own_tools(ns: str) -> None:
             async def call(name: str, **args: Any) -> Any:
                 r = await client.call_tool(name, args)
                 assert not r.is_error, (name, r.content)
-                if name != "create_entities":  # the reference's text is the list alone
+                if name in {t.name for t in TETHER_TOOLS}:  # the reference's own texts differ (a list, a line)
                     assert json.loads(r.content[0].text) == r.structured_content
                 return r.structured_content
 
@@ -85,7 +85,11 @@ async def test_tethers_own_tools(ns: str) -> None:
             assert (await call("forget", key="colour"))["forgotten"] is False
             versions = (await call("history", key="colour"))["versions"]
             assert [v["content"] for v in versions] == ["blue", "green", None]
-            undone = await call("undo")
+            await call("delete_entities", entityNames=["Bob"])
+            undone = await call("undo")  # the latest change: the graph's
+            assert undone["of"] == "graph" and undone["keys"] == ["Bob"]
+            assert (await call("open_nodes", names=["Bob"]))["entities"] != []
+            undone = await call("undo", of="facts")
             assert undone["keys"] == ["colour"]
             assert [v["content"] for v in (await call("history", key="colour"))["versions"]][
                 -1
@@ -209,7 +213,7 @@ async def test_http_needs_a_known_token_and_a_read_grant_cannot_write(tmp_path: 
             graph = (await client.call_tool("read_graph", {})).structured_content
             assert graph["entities"] == [_e("Bob", "x")]
     async with await tether.open_store(f"sqlite:///{db}") as store:  # in -n acme, user ada
-        assert (await store.head("acme", "user:ada")).sequence == 1
+        assert (await store.head("acme", "user:ada")).sequence == 2  # Bob and its log entry
 
 
 def test_without_the_extra_tether_mcp_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -266,8 +270,8 @@ async def test_over_http_without_user_each_token_keeps_its_own_memory(tmp_path: 
         assert r.status_code == 401
     async with await tether.open_store(f"sqlite:///{db}") as store:
         # the JWT's one namespace and its subject; $TETHER_TOKEN's -n and its name "env"
-        assert (await store.head("beta", "user:jwt.bea")).sequence == 1
-        assert (await store.head("acme", "user:env")).sequence == 1
+        assert (await store.head("beta", "user:jwt.bea")).sequence == 2
+        assert (await store.head("acme", "user:env")).sequence == 2
 
 
 def test_the_tether_command_never_loads_the_sdk() -> None:

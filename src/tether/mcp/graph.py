@@ -10,7 +10,11 @@ each entity and each relation is a semantic memory of one scope (``user:<id>``):
     type "kg_relation", key canonical JSON of [from, relationType, to],
                         content {"from", "to", "relationType", "since"}
 
-``content: null`` is a deletion (a tombstone). ``since`` orders entities and relations
+``content: null`` is a deletion (a tombstone). Each call that changes the graph also
+appends one ``resource`` node, resource key ``kg_log``: ``{"op", "edits": [{"key",
+"node", "prev"}], "below", "undoes"}``, the versions it wrote and those they replaced, so
+``undo`` reverts the latest call not yet undone (as ``AgentMemory``'s log does for its
+entries). ``since`` orders entities and relations
 as the reference's file does (creation order; a re-created entity goes last): the
 scope's sequence when the entity was created, plus its place in the batch. Every
 operation is one tether transaction: computed against the scope's head, committed
@@ -39,12 +43,13 @@ from ..core.canonical import canonical_json
 from ..core.errors import Conflict, InvalidRequest, NotFound
 from ..core.graph import CausalNode
 from ..core.vocab import NodeType, Vocabulary
-from ..projections.errors import InvalidArguments
+from ..projections.errors import InvalidArguments, NothingToUndo
 from ..store.base import Store
 from ..store.txn import Transaction, transact
 
 __all__ = [
     "ENTITY_TYPE",
+    "LOG_KEY",
     "RELATION_TYPE",
     "VOCABULARY",
     "EntityNotFound",
@@ -64,6 +69,19 @@ VOCABULARY: Final = Vocabulary(
 _ENTITY_PREFIX: Final = f"semantic:{ENTITY_TYPE}:"
 _RELATION_PREFIX: Final = f"semantic:{RELATION_TYPE}:"
 _READ_ATTEMPTS: Final = 8
+LOG_KEY: Final = "kg_log"
+_TOP: Final[Any] = object()  # ``_log``'s default: the current top of the undo stack
+_UNDOABLE: Final = frozenset(
+    {
+        "create_entities",
+        "create_relations",
+        "add_observations",
+        "delete_entities",
+        "delete_observations",
+        "delete_relations",
+        "import_memory",
+    }
+)
 
 
 class EntityNotFound(NotFound):
@@ -195,8 +213,37 @@ class KnowledgeGraph:
         # commit reached), and increasing within this transaction.
         return (await t.head(self.scope)).sequence + len(t.pending(self.scope)) + 1
 
-    async def _put_entity(self, t: Transaction, e: Entity, since: int) -> None:
-        await t.semantic(self.scope, ENTITY_TYPE, entity_key(e["name"]), {**e, "since": since})
+    async def _set(
+        self, t: Transaction, edits: list[dict[str, Any]], type_: str, key: str, content: Any
+    ) -> None:
+        """Write one version, noting it (and the version it replaces) in ``edits``."""
+        prev = await t.resource_head(self.scope, f"semantic:{type_}:{key}")
+        node = await t.semantic(self.scope, type_, key, content)
+        edits.append(
+            {"key": node.resource_key, "node": node.id, "prev": None if prev is None else prev.id}
+        )
+
+    async def _put_entity(
+        self, t: Transaction, edits: list[dict[str, Any]], e: Entity, since: int
+    ) -> None:
+        await self._set(t, edits, ENTITY_TYPE, entity_key(e["name"]), {**e, "since": since})
+
+    async def _log(
+        self,
+        t: Transaction,
+        op: str,
+        edits: list[dict[str, Any]],
+        *,
+        below: Any = _TOP,
+        undoes: str | None = None,
+    ) -> CausalNode | None:
+        """One entry of the edit log for a call that changed something (the undo stack)."""
+        if not edits:
+            return None
+        if below is _TOP:
+            below = _top(await t.resource_head(self.scope, LOG_KEY))
+        payload = {"op": op, "edits": edits, "below": below, "undoes": undoes}
+        return await t.append(self.scope, "resource", payload, resource_key=LOG_KEY)
 
     # -- writes ------------------------------------------------------------------------
 
@@ -209,15 +256,17 @@ class KnowledgeGraph:
         async def run(t: Transaction) -> list[Entity]:
             created: list[Entity] = []
             made: set[str] = set()
+            edits: list[dict[str, Any]] = []
             since = await self._next_since(t)
             for i, e in enumerate(checked):
                 if e["name"] in made:  # the reference would store a second entity of the name
                     raise _repeated("entities", i, "name", e["name"])
                 head = await t.resource_head(self.scope, _ENTITY_PREFIX + entity_key(e["name"]))
                 if _live(head) is None:
-                    await self._put_entity(t, e, since + len(created))
+                    await self._put_entity(t, edits, e, since + len(created))
                     created.append(e)
                     made.add(e["name"])
+            await self._log(t, "create_entities", edits)
             return created
 
         result: list[Entity] = await self._txn(run)
@@ -233,6 +282,7 @@ class KnowledgeGraph:
         async def run(t: Transaction) -> list[Relation]:
             created: list[Relation] = []
             made: set[str] = set()
+            edits: list[dict[str, Any]] = []
             since = await self._next_since(t)
             for i, r in enumerate(checked):
                 key = relation_key(r)
@@ -240,9 +290,10 @@ class KnowledgeGraph:
                     raise _repeated("relations", i, "relation", key)
                 if _live(await t.resource_head(self.scope, _RELATION_PREFIX + key)) is None:
                     content = {**r, "since": since + len(created)}
-                    await t.semantic(self.scope, RELATION_TYPE, key, content)
+                    await self._set(t, edits, RELATION_TYPE, key, content)
                     created.append(r)
                     made.add(key)
+            await self._log(t, "create_relations", edits)
             return created
 
         result: list[Relation] = await self._txn(run)
@@ -280,9 +331,11 @@ class KnowledgeGraph:
                 if new:
                     dirty.add(name)
                 results.append({"entityName": name, "addedObservations": new})
+            edits: list[dict[str, Any]] = []
             for name, (entity, since) in changed.items():
                 if name in dirty:  # an entity with nothing new keeps its version
-                    await self._put_entity(t, entity, since)
+                    await self._put_entity(t, edits, entity, since)
+            await self._log(t, "add_observations", edits)
             return results
 
         result: list[dict[str, Any]] = await self._txn(run)
@@ -294,15 +347,18 @@ class KnowledgeGraph:
 
         async def run(t: Transaction) -> None:
             await t.head(self.scope)  # the head first: what is read below is at least as new
+            edits: list[dict[str, Any]] = []
             for name in sorted(names):
                 key = entity_key(name)
                 if _live(await t.resource_head(self.scope, _ENTITY_PREFIX + key)) is not None:
-                    await t.semantic(self.scope, ENTITY_TYPE, key, None)
+                    await self._set(t, edits, ENTITY_TYPE, key, None)
             heads = await self.store.resource_heads(self.namespace, self.scope, _RELATION_PREFIX)
             for rk, node in sorted(heads.items()):
                 r = _live(node)
                 if r is not None and (r["from"] in names or r["to"] in names):
-                    await t.semantic(self.scope, RELATION_TYPE, rk[len(_RELATION_PREFIX) :], None)
+                    key = rk[len(_RELATION_PREFIX) :]
+                    await self._set(t, edits, RELATION_TYPE, key, None)
+            await self._log(t, "delete_entities", edits)
 
         await self._txn(run)
 
@@ -333,9 +389,11 @@ class KnowledgeGraph:
                 if len(kept) != len(entity["observations"]):
                     entity["observations"] = kept
                     changed[name] = (entity, since, True)
+            edits: list[dict[str, Any]] = []
             for entity, since, dirty in changed.values():
                 if dirty:
-                    await self._put_entity(t, entity, since)
+                    await self._put_entity(t, edits, entity, since)
+            await self._log(t, "delete_observations", edits)
 
         await self._txn(run)
 
@@ -347,9 +405,11 @@ class KnowledgeGraph:
         ]
 
         async def run(t: Transaction) -> None:
+            edits: list[dict[str, Any]] = []
             for key in sorted({relation_key(r) for r in checked}):
                 if _live(await t.resource_head(self.scope, _RELATION_PREFIX + key)) is not None:
-                    await t.semantic(self.scope, RELATION_TYPE, key, None)
+                    await self._set(t, edits, RELATION_TYPE, key, None)
+            await self._log(t, "delete_relations", edits)
 
         await self._txn(run)
 
@@ -413,6 +473,58 @@ class KnowledgeGraph:
             for n in nodes
         ]
 
+    # -- undo --------------------------------------------------------------------------
+
+    async def last_edit(self) -> CausalNode | None:
+        """The edit ``undo`` would revert next (its log entry), or None."""
+        head = await self.store.resource_head(self.namespace, self.scope, LOG_KEY)
+        top = _top(head)
+        if head is None or top is None:
+            return None
+        if top == head.id:
+            return head
+        return (await self.store.get_nodes(self.namespace, self.scope, [top])).get(top)
+
+    async def undo(self) -> dict[str, Any]:
+        """Revert the latest graph write not yet undone (one call of a write tool: every
+        entity and relation it changed gets its version before back); repeat to go further
+        back. ``NothingToUndo`` when none is left. Returns ``{"undoes", "op", "keys",
+        "node"}``, ``keys`` the entities' names and the relations as ``from type to``."""
+
+        async def run(t: Transaction) -> dict[str, Any]:
+            head = await t.resource_head(self.scope, LOG_KEY)
+            top_id = _top(head)
+            if head is None or top_id is None:
+                raise NothingToUndo(
+                    f"the knowledge graph of {self.scope} has no write to undo", scope=self.scope
+                )
+            top = head if top_id == head.id else await self._node(top_id)
+            p = top.payload
+            prev_ids = [e["prev"] for e in p["edits"] if isinstance(e.get("prev"), str)]
+            prevs = await self.store.get_nodes(self.namespace, self.scope, prev_ids)
+            edits: list[dict[str, Any]] = []
+            for e in p["edits"]:
+                prev = prevs.get(e.get("prev") or "")
+                content = prev.payload.get("content") if prev is not None else None
+                type_, _, key = e["key"].removeprefix("semantic:").partition(":")
+                await self._set(t, edits, type_, key, content)
+            log = await self._log(t, "undo", edits, below=p.get("below"), undoes=top.id)
+            return {
+                "undoes": top.id,
+                "op": p["op"],
+                "keys": [_described(e["key"]) for e in p["edits"]],
+                "node": None if log is None else log.id,
+            }
+
+        result: dict[str, Any] = await self._txn(run)
+        return result
+
+    async def _node(self, node_id: str) -> CausalNode:
+        found = await self.store.get_nodes(self.namespace, self.scope, [node_id])
+        if node_id not in found:
+            raise NotFound(f"log entry {node_id} is not in {self.scope}", node=node_id)
+        return found[node_id]
+
     # -- import ------------------------------------------------------------------------
 
     async def import_graph(self, graph: Graph) -> dict[str, int]:
@@ -434,15 +546,35 @@ class KnowledgeGraph:
                     scope=self.scope,
                 )
             since = await self._next_since(t)
+            edits: list[dict[str, Any]] = []
             for i, e in enumerate(graph.entities):
-                await self._put_entity(t, e, since + i)
+                await self._put_entity(t, edits, e, since + i)
             for i, r in enumerate(graph.relations):
                 content = {**r, "since": since + len(graph.entities) + i}
-                await t.semantic(self.scope, RELATION_TYPE, relation_key(r), content)
+                await self._set(t, edits, RELATION_TYPE, relation_key(r), content)
+            await self._log(t, "import_memory", edits)
             return {"entities": len(graph.entities), "relations": len(graph.relations)}
 
         result: dict[str, int] = await self._txn(run)
         return result
+
+
+def _top(log: CausalNode | None) -> str | None:
+    """The log entry on top of the undo stack when ``log`` is the newest one."""
+    if log is None or not isinstance(log.payload, dict):
+        return None
+    op = log.payload.get("op")
+    if op in _UNDOABLE:
+        return log.id
+    below = log.payload.get("below")
+    return below if op == "undo" and isinstance(below, str) else None
+
+
+def _described(resource_key: str) -> str:
+    """An edit's key as a person reads it: the entity's name, or ``from relationType to``."""
+    type_, _, key = resource_key.removeprefix("semantic:").partition(":")
+    value = orjson.loads(key)
+    return value if type_ == ENTITY_TYPE else f"{value[0]} {value[1]} {value[2]}"
 
 
 def _repeated(what: str, i: int, field: str, key: str) -> InvalidArguments:

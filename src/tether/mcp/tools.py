@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from ..core.errors import InvalidRequest, TetherError
 from ..projections.agent_memory import AgentMemory, MemoryVersion
-from ..projections.errors import InvalidArguments
+from ..projections.errors import InvalidArguments, NothingToUndo
 from ..store.base import Store
 from .graph import Graph, KnowledgeGraph
 
@@ -484,9 +484,21 @@ async def _history(m: Memory, a: Mapping[str, Any]) -> ToolResult:
 
 
 async def _undo(m: Memory, a: Mapping[str, Any]) -> ToolResult:
-    _only(a)
+    _only(a, "of")
+    of = a.get("of", "latest")
+    if of not in ("latest", "facts", "graph"):
+        raise InvalidArguments("of: latest, facts or graph", field="of")
+    if of == "latest":
+        fact, graph = await m.notes.last_edit(), await m.graph.last_edit()
+        if fact is None and graph is None:
+            raise NothingToUndo(f"nothing to undo in {m.scope}", scope=m.scope)
+        newer_graph = fact is None or (graph is not None and graph.sequence > (fact.sequence or 0))
+        of = "graph" if newer_graph else "facts"
+    if of == "graph":
+        g = await m.graph.undo()
+        return _result({"of": "graph", "undoes": g["undoes"], "keys": g["keys"], "node": g["node"]})
     edit = await m.notes.undo()
-    return _result({"undoes": edit.undoes, "keys": list(edit.keys), "node": edit.node})
+    return _result({"of": "facts", "undoes": edit.undoes, "keys": list(edit.keys), "node": edit.node})
 
 
 async def _read_thread(m: Memory, a: Mapping[str, Any]) -> ToolResult:
@@ -613,13 +625,28 @@ TETHER_TOOLS: Final[tuple[ToolDef, ...]] = (
     ToolDef(
         name="undo",
         title="Undo",
-        description="Undo the latest remember or forget not yet undone (repeat to go "
-        "further back).",
-        input_schema=_props(()),
+        description="Undo the latest change not yet undone: a remember or forget, or one "
+        "call that changed the knowledge graph (every entity and relation it touched "
+        "goes back, a deleted one comes back). Repeat to go further back.",
+        input_schema=_props(
+            (),
+            of={
+                "type": "string",
+                "enum": ["latest", "facts", "graph"],
+                "default": "latest",
+                "description": "latest: whichever change came last; facts: remember and "
+                "forget only; graph: the knowledge graph only",
+            },
+        ),
         output_schema=_props(
-            ("undoes", "keys", "node"),
+            ("of", "undoes", "keys", "node"),
+            of={"type": "string", "enum": ["facts", "graph"]},
             undoes={"type": "string", "description": "The edit undone"},
-            keys={"type": "array", "items": {"type": "string"}},
+            keys={
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "The facts' keys, or the entities' names and relations",
+            },
             node={"type": "string"},
         ),
         annotations=_hints(read_only=False, destructive=True, idempotent=False),

@@ -261,6 +261,17 @@ class AgentMemory:
 
         return await self._run(run, txn)
 
+    async def last_edit(self) -> MemoryEdit | None:
+        """The edit ``undo`` would revert next (with its sequence), or None."""
+        head = await self._store.resource_head(self.namespace, self.scope, self._log_key)
+        top = _top(head)
+        if head is None or top is None:
+            return None
+        if top == head.id:
+            return _edit(head)
+        found = await self._store.get_nodes(self.namespace, self.scope, [top])
+        return _edit(found[top]) if top in found else None
+
     async def undo(self, *, txn: Transaction | None = None) -> MemoryEdit:
         """Revert the latest edit not yet undone; ``NothingToUndo`` when none is left."""
 

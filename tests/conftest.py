@@ -132,6 +132,7 @@ LONGEST_FIRST = [
     "tests/test_langgraph_sqlite_store_suite.py",  # ~25 s
     "tests/test_docs.py::test_readme_shell_blocks_run_in_order",  # ~25 s
     "tests/test_openai_agents_session_suite.py",  # ~15-20 s per backend
+    "tests/test_mcp_reference.py",  # ~20 s: npm install, then both servers side by side
     "tests/test_cli_demo.py",  # ~14 + 8 + 3 s
     "tests/test_langgraph_store_suite.py",  # ~8-11 s per backend
     "tests/test_inspector_browser.py",

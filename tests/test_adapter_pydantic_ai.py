@@ -245,6 +245,32 @@ async def test_step_persistence_run_snapshot_and_ledger(store: tether.Store, ns:
     assert r2.all_messages()[: len(snap.messages)] == r.all_messages()
 
 
+async def test_runs_of_one_conversation_store_its_history_once(
+    store: tether.Store, ns: str
+) -> None:
+    ss = TetherStepStore(store, namespace=ns)
+    history = None
+    sizes = []
+    for i in range(3):
+        agent = _agent(capabilities=[StepPersistence(store=ss, run_id=f"r{i}")])
+        r = await agent.run(f"turn {i}", message_history=history, conversation_id="chat")
+        history = r.all_messages()
+        messages = [
+            n
+            for n in await store.nodes(ns, "thread:pydantic-ai-steps:chat", limit=10_000)
+            if n.payload.get("pai") == "m"
+        ]
+        if sizes:  # a later run appends its new messages only, not the history again
+            assert len(messages) - sizes[-1] == len(r.new_messages())
+        sizes.append(len(messages))
+        assert (await ss.latest_snapshot(run_id=f"r{i}")).messages == history  # type: ignore[union-attr]
+    assert [r.run_id for r in await ss.list_runs(conversation_id="chat")] == ["r0", "r1", "r2"]
+    cold = TetherStepStore(store, namespace=ns)
+    first = await cold.latest_snapshot(run_id="r0")
+    assert first is not None and history is not None
+    assert first.messages == history[: len(first.messages)]
+
+
 async def test_snapshots_append_only_their_new_messages(store: tether.Store, ns: str) -> None:
     ss = TetherStepStore(store, namespace=ns)
     agent = _agent(capabilities=[StepPersistence(store=ss, run_id="r1")])
@@ -305,7 +331,7 @@ async def test_tool_effect_resume_follows_the_runtime_rule(store: tether.Store, 
     assert await ss.get_tool_effect(run_id="r1", tool_call_id="c1") == done
     # the ledger is tether's tool_call / tool_result nodes
     kinds = [n.kind for n in await store.nodes(ns, "thread:pydantic-ai-run:r1")]
-    assert kinds == ["tool_call", "tool_call", "tool_result"]
+    assert kinds == ["resource", "tool_call", "tool_call", "tool_result"]  # "pai:at" first
 
 
 # -- MemoryStore --------------------------------------------------------------------

@@ -1,35 +1,44 @@
 """pydantic-ai-harness's ``StepStore`` (``StepPersistence``) on a tether store.
 
-A run is the thread ``thread:pydantic-ai-run:<run_id>`` (``_threads.thread_scope``):
+Where a run goes: the runs of one conversation (``conversation_id``) share the thread
+``thread:pydantic-ai-steps:<conversation_id>``, so a history that the next run continues
+is stored once for all of them; a run without one has its own thread. The run's own
+thread ``thread:pydantic-ai-run:<run_id>`` keeps, from the run's first write (in that
+write's transaction), the resource ``pai:at`` naming that thread: a read by ``run_id``
+follows it. In that thread (every key below names the run, ``<n>:<run_id>``, ``n`` its
+length):
 
-* its ``RunRecord`` is the resource ``pai:run``; ``list_runs`` reads every run's in one
-  query across threads (``Store.resource_heads_across``);
+* its ``RunRecord`` is the resource ``pai:run:<run>``; ``list_runs`` reads every run's in
+  one query across threads (``Store.resource_heads_across``);
 * each ``StepEvent`` is one ``resource`` node (``pai: "ev"``), appended, never changed;
-  an event whose ``idempotency_key`` the run holds (the key ``pai:ek:<key>``) is not
+  an event whose ``idempotency_key`` the run holds (``pai:ek:<run><key>``) is not
   appended again;
 * a snapshot's messages are message nodes (``_codec``) chained by their parents, each
   message's parent the one before it: a message's node id is then the identity of the
-  whole history up to it, so a snapshot that extends the last one appends only its new
-  messages (O(delta) per step, not the history again), a rewritten history (compaction)
-  branches at its first changed message, and the snapshot itself is one small node
-  (``pai:snap:complete`` / ``pai:snap:interrupted``) naming its last message;
-* each tool call's ledger entry is the resource ``pai:fx:<tool_call_id>``: a ``tool_call``
-  node when it starts, a ``tool_result`` node when it completes or fails, as tether's
-  runtime writes them. Resume follows the runtime's rule: a call whose result is stored
-  keeps it (a later ``started`` or a second result for it is dropped), and a started
-  call without an ``idempotency_key`` of its own gets its ``tool_call`` node's id, the
-  key tether's runtime hands a tool, so a call re-issued after a crash carries the key
-  the first attempt had.
+  whole history up to it, so a snapshot that extends an earlier one (of this run or of
+  an earlier run of the conversation) appends only its new messages (O(delta) per
+  step and per run, not the history again), a rewritten history (compaction) branches
+  at its first changed message, and the snapshot itself is one small node
+  (``pai:snap:<run>complete`` / ``...interrupted``) naming its last message;
+* each tool call's ledger entry is the resource ``pai:fx:<run><tool_call_id>``: a
+  ``tool_call`` node when it starts, a ``tool_result`` node when it completes or fails,
+  as tether's runtime writes them. Resume follows the runtime's rule: a call whose
+  result is stored keeps it (a later ``started`` or a second result for it is
+  dropped), and a started call without an ``idempotency_key`` of its own gets its
+  ``tool_call`` node's id, the key tether's runtime hands a tool, so a call re-issued
+  after a crash carries the key the first attempt had.
 
 Snapshot idempotency keys follow the harness's stores: a retried save with the key of
-either latest snapshot, or with an older ``<sequence>:`` prefix, writes nothing.
+either latest snapshot of the run, or with an older ``<sequence>:`` prefix, writes
+nothing.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from pydantic import TypeAdapter
 from pydantic_ai_harness.step_persistence import (
@@ -47,12 +56,12 @@ from ._codec import MARK, message_payloads, payload_messages
 
 __all__ = ["TetherStepStore"]
 
-_RUN: Final = "pai:run"
-_SNAP: Final = "pai:snap:"
-_EVENT_KEY: Final = "pai:ek:"
-_EFFECT: Final = "pai:fx:"
+T = TypeVar("T")
+
+_AT: Final = "pai:at"
 _PAGE: Final = 1000
-_LINES_MAX: Final = 256  # runs whose last snapshot's message ids this process keeps
+_LINES_MAX: Final = 256  # threads whose last message line this process keeps
+_SCOPES_MAX: Final = 4096  # run id -> thread
 
 _RUNS: TypeAdapter[RunRecord] = TypeAdapter(RunRecord)
 _EVENTS: TypeAdapter[StepEvent] = TypeAdapter(StepEvent)
@@ -63,6 +72,16 @@ def _run_scope(run_id: str) -> str:
     if not isinstance(run_id, str):
         raise TypeError("run_id must be a string")
     return thread_scope(f"pydantic-ai-run:{run_id}")
+
+
+def _conversation_scope(conversation_id: str) -> str:
+    return thread_scope(f"pydantic-ai-steps:{conversation_id}")
+
+
+def _key(what: str, run_id: str) -> str:
+    """``pai:<what>:<n>:<run_id>:``: a key prefix that names one run only (``n`` is
+    the run id's length, so no run id's keys are a prefix of another's)."""
+    return f"pai:{what}:{len(run_id)}:{run_id}:"
 
 
 def _key_sequence(key: str) -> int | None:
@@ -117,26 +136,75 @@ class TetherStepStore:
         self.store = store
         self.namespace = namespace
         self.llm = llm
-        # run id -> (last snapshot's last message id, the message ids of its history in
-        # order, and each message's JSON): a save compares its history with this line
-        # instead of reading the last snapshot back. Checked against the stored
-        # snapshot at every save, so another writer's snapshot is never missed.
-        self._lines: OrderedDict[str, tuple[str | None, list[str], list[Any]]] = OrderedDict()
-        # (each message's (kind, payload) as stored: compared whole, the text included)
+        self._scopes: OrderedDict[str, str] = OrderedDict()  # run id -> its thread
+        # thread -> (its generation, the message ids of the last history saved there and
+        # each message's (kind, payload)): a save compares its history with this line
+        # instead of reading messages back. The ids are stored nodes of that generation
+        # (committed or read by this process; a reset bumps the generation).
+        self._lines: OrderedDict[str, tuple[int, list[str], list[Any]]] = OrderedDict()
+
+    # -- where a run lives -------------------------------------------------------------
+
+    @staticmethod
+    def _keep(cache: OrderedDict[str, Any], key: str, value: Any, most: int) -> None:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > most:
+            cache.popitem(last=False)
+
+    async def _read_scope(self, run_id: str) -> str:
+        scope = self._scopes.get(run_id)
+        if scope is not None:
+            return scope
+        home = _run_scope(run_id)
+        at = await self.store.resource_head(self.namespace, home, _AT)
+        if at is None:
+            return home  # a run never written: its own (empty) thread
+        scope = str(at.payload["scope"])
+        self._keep(self._scopes, run_id, scope, _SCOPES_MAX)
+        return scope
+
+    async def _write_scope(self, txn: Transaction, run_id: str, conversation_id: str | None) -> str:
+        """The run's thread; a run's first write names it (``pai:at``) in ``txn``."""
+        scope = self._scopes.get(run_id)
+        if scope is not None:
+            return scope
+        home = _run_scope(run_id)
+        at = await txn.resource_head(home, _AT)
+        if at is not None:
+            return str(at.payload["scope"])
+        scope = _conversation_scope(conversation_id) if conversation_id is not None else home
+        await txn.append(home, "resource", {MARK: "at", "scope": scope}, resource_key=_AT)
+        return scope
+
+    async def _write(
+        self,
+        run_id: str,
+        conversation_id: str | None,
+        fn: Callable[[Transaction, str], Awaitable[T]],
+    ) -> T:
+        async def go(txn: Transaction) -> tuple[str, T]:
+            scope = await self._write_scope(txn, run_id, conversation_id)
+            return scope, await fn(txn, scope)
+
+        scope, out = await transact(self.store, self.namespace, go)
+        self._keep(self._scopes, run_id, scope, _SCOPES_MAX)
+        return out
 
     # -- runs ------------------------------------------------------------------------
 
     async def register_run(self, record: RunRecord) -> None:
-        scope = _run_scope(record.run_id)
         payload = {MARK: "run", "rec": _RUNS.dump_python(record, mode="json")}
+        key = _key("run", record.run_id)
 
-        async def fn(txn: Transaction) -> None:
-            await txn.append(scope, "resource", payload, resource_key=_RUN)
+        async def fn(txn: Transaction, scope: str) -> None:
+            await txn.append(scope, "resource", payload, resource_key=key)
 
-        await transact(self.store, self.namespace, fn)
+        await self._write(record.run_id, record.conversation_id, fn)
 
     async def get_run(self, *, run_id: str) -> RunRecord | None:
-        node = await self.store.resource_head(self.namespace, _run_scope(run_id), _RUN)
+        scope = await self._read_scope(run_id)
+        node = await self.store.resource_head(self.namespace, scope, _key("run", run_id))
         return None if node is None else _RUNS.validate_python(node.payload["rec"])
 
     async def list_runs(
@@ -146,15 +214,9 @@ class TetherStepStore:
         after: tuple[str, str] | None = None
         while True:
             rows = await self.store.resource_heads_across(
-                self.namespace,
-                _RUN,
-                scope_prefix="thread:pydantic-ai-run:",
-                after=after,
-                limit=500,
+                self.namespace, "pai:run:", scope_prefix="thread:", after=after, limit=500
             )
-            for _, key, node in rows:
-                if key != _RUN:
-                    continue
+            for _, _, node in rows:
                 r = _RUNS.validate_python(node.payload["rec"])
                 if (parent_run_id is None or r.parent_run_id == parent_run_id) and (
                     conversation_id is None or r.conversation_id == conversation_id
@@ -168,22 +230,22 @@ class TetherStepStore:
     # -- events ----------------------------------------------------------------------
 
     async def append_event(self, event: StepEvent) -> None:
-        scope = _run_scope(event.run_id)
         payload = {MARK: "ev", "ev": _EVENTS.dump_python(event, mode="json")}
         key = event.idempotency_key
+        ek = _key("ek", event.run_id) + (key or "")
 
-        async def fn(txn: Transaction) -> None:
+        async def fn(txn: Transaction, scope: str) -> None:
             if key is None:
                 await txn.append(scope, "resource", payload)
                 return
-            if await txn.resource_head(scope, _EVENT_KEY + key) is not None:
+            if await txn.resource_head(scope, ek) is not None:
                 return  # a retried append
-            await txn.append(scope, "resource", payload, resource_key=_EVENT_KEY + key)
+            await txn.append(scope, "resource", payload, resource_key=ek)
 
-        await transact(self.store, self.namespace, fn)
+        await self._write(event.run_id, event.conversation_id, fn)
 
     async def list_events(self, *, run_id: str) -> list[StepEvent]:
-        scope = _run_scope(run_id)
+        scope = await self._read_scope(run_id)
         out: list[StepEvent] = []
         after = 0
         while True:
@@ -191,7 +253,7 @@ class TetherStepStore:
             out.extend(
                 _EVENTS.validate_python(p["ev"])
                 for _, _, p in page
-                if type(p) is dict and p.get(MARK) == "ev"
+                if type(p) is dict and p.get(MARK) == "ev" and p["ev"]["run_id"] == run_id
             )
             if len(page) < _PAGE:
                 return out
@@ -199,14 +261,8 @@ class TetherStepStore:
 
     # -- snapshots -------------------------------------------------------------------
 
-    def _keep_line(self, run_id: str, line: tuple[str | None, list[str], list[Any]]) -> None:
-        self._lines[run_id] = line
-        self._lines.move_to_end(run_id)
-        while len(self._lines) > _LINES_MAX:
-            self._lines.popitem(last=False)
-
-    async def _messages_by_id(self, scope: str) -> dict[str, tuple[str, dict[str, Any], str]]:
-        """Every message node of a run: id -> (kind, payload, parent id or "")."""
+    async def _messages(self, scope: str) -> dict[str, tuple[str, dict[str, Any], str]]:
+        """Every message node of a thread: id -> (kind, payload, parent id or "")."""
         out: dict[str, tuple[str, dict[str, Any], str]] = {}
         after = 0
         while True:
@@ -219,24 +275,30 @@ class TetherStepStore:
                 return out
             after = page[-1].sequence
 
-    async def _line(self, scope: str, head: str | None, count: int) -> tuple[list[str], list[Any]]:
-        """The message ids of a snapshot's history, and each one's (kind, payload)."""
-        if head is None:
-            return [], []
-        by_id = await self._messages_by_id(scope)
+    async def _match(self, scope: str, planned: list[Any]) -> tuple[list[str], list[Any]]:
+        """The longest stored line of ``scope`` that ``planned`` starts with (a cold
+        process: one read of the thread's messages, walked from the first)."""
+        children: dict[str, list[str]] = {}
+        by_id = await self._messages(scope)
+        for nid, (_, _, parent) in by_id.items():
+            children.setdefault(parent, []).append(nid)
         ids: list[str] = []
-        at = head
-        while at and len(ids) < count:
-            ids.append(at)
-            at = by_id[at][2]
-        ids.reverse()
+        at = ""
+        for want in planned:
+            nxt = next((c for c in children.get(at, ()) if by_id[c][:2] == want), None)
+            if nxt is None:
+                break
+            ids.append(nxt)
+            at = nxt
         return ids, [by_id[i][:2] for i in ids]
 
     async def save_snapshot(self, snapshot: ContinuableSnapshot) -> None:
-        scope = _run_scope(snapshot.run_id)
+        run_id = snapshot.run_id
         planned = message_payloads(snapshot.messages, self.llm)
         key = snapshot.idempotency_key
+        prefix = _key("snap", run_id)
         meta = {
+            "run": run_id,
             "step": snapshot.step_index,
             "state": snapshot.state,
             "key": key,
@@ -245,39 +307,41 @@ class TetherStepStore:
             "parent": snapshot.parent_run_id,
             "agent": snapshot.agent_name,
         }
+        done: list[tuple[str, int, list[str]]] = []
 
-        async def fn(txn: Transaction) -> tuple[str | None, list[str]] | None:
-            latest = [
-                n
-                for n in [
-                    await txn.resource_head(scope, _SNAP + "complete"),
-                    await txn.resource_head(scope, _SNAP + "interrupted"),
+        async def fn(txn: Transaction, scope: str) -> None:
+            done.clear()
+            if key is not None:
+                latest = [
+                    n
+                    for n in [
+                        await txn.resource_head(scope, prefix + "complete"),
+                        await txn.resource_head(scope, prefix + "interrupted"),
+                    ]
+                    if n is not None
                 ]
-                if n is not None
-            ]
-            latest.sort(key=lambda n: n.sequence)
-            if key is not None and latest:
-                seq = _key_sequence(key)
-                newest = latest[-1].payload.get("key")
-                top = _key_sequence(newest) if isinstance(newest, str) else None
-                if any(n.payload.get("key") == key for n in latest) or (
-                    seq is not None and top is not None and seq < top
-                ):
-                    return None  # a retried or superseded save
-            last = latest[-1].payload if latest else None
-            cached = self._lines.get(snapshot.run_id)
-            if last is None:
-                ids, stored = [], []
-            elif cached is not None and cached[0] == last["head"] and len(cached[1]) == last["n"]:
+                latest.sort(key=lambda n: n.sequence)
+                if latest:
+                    seq = _key_sequence(key)
+                    newest = latest[-1].payload.get("key")
+                    top = _key_sequence(newest) if isinstance(newest, str) else None
+                    if any(n.payload.get("key") == key for n in latest) or (
+                        seq is not None and top is not None and seq < top
+                    ):
+                        return  # a retried or superseded save
+            head = await txn.head(scope)
+            cached = self._lines.get(scope)
+            if cached is not None and cached[0] == head.generation:
                 ids, stored = cached[1], cached[2]
             else:
-                ids, stored = await self._line(scope, last["head"], last["n"])
+                ids, stored = await self._match(scope, planned)
             shared = 0
             for a, b in zip(stored, planned, strict=False):
                 if a != b:
                     break
                 shared += 1
             out = ids[:shared]
+            await txn.hint(scope, stored=out)
             parent: str | None = out[-1] if out else None
             for kind, payload in planned[shared:]:
                 node = await txn.append(scope, kind, payload, parents=[parent] if parent else [])
@@ -287,25 +351,27 @@ class TetherStepStore:
                 scope,
                 "resource",
                 {MARK: "snap", "head": parent, "n": len(out), **meta},
-                resource_key=_SNAP + snapshot.state,
+                resource_key=prefix + snapshot.state,
             )
-            return parent, out
+            done.append((scope, head.generation, out))
 
-        done = await transact(self.store, self.namespace, fn)
-        if done is not None:
-            self._keep_line(snapshot.run_id, (done[0], done[1], planned))
+        await self._write(run_id, snapshot.conversation_id, fn)
+        if done:
+            scope, generation, ids = done[0]
+            self._keep(self._lines, scope, (generation, ids, planned), _LINES_MAX)
 
     async def latest_snapshot(
         self, *, run_id: str, include_interrupted: bool = False
     ) -> ContinuableSnapshot | None:
-        scope = _run_scope(run_id)
+        scope = await self._read_scope(run_id)
+        prefix = _key("snap", run_id)
         states = ("complete", "interrupted") if include_interrupted else ("complete",)
-        heads = [await self.store.resource_head(self.namespace, scope, _SNAP + s) for s in states]
+        heads = [await self.store.resource_head(self.namespace, scope, prefix + s) for s in states]
         found = [n for n in heads if n is not None]
         if not found:
             return None
         snap = max(found, key=lambda n: n.sequence).payload
-        by_id = await self._messages_by_id(scope) if snap["head"] else {}
+        by_id = await self._messages(scope) if snap["head"] else {}
         return _snapshot(run_id, snap, by_id)
 
     async def list_snapshots(
@@ -314,7 +380,7 @@ class TetherStepStore:
         """Every snapshot of ``run_id`` in write order (``interrupted`` ones only with
         ``include_interrupted``). Not part of ``StepStore``: the harness's
         ``conversation_search`` reads it (its ``SnapshotStore`` protocol)."""
-        scope = _run_scope(run_id)
+        scope = await self._read_scope(run_id)
         snaps: list[dict[str, Any]] = []
         by_id: dict[str, tuple[str, dict[str, Any], str]] = {}
         after = 0
@@ -325,7 +391,11 @@ class TetherStepStore:
                 mark = p.get(MARK) if type(p) is dict else None
                 if mark == "m":
                     by_id[n.id] = (n.kind, p, n.parents[0] if n.parents else "")
-                elif mark == "snap" and (include_interrupted or p["state"] == "complete"):
+                elif (
+                    mark == "snap"
+                    and p["run"] == run_id
+                    and (include_interrupted or p["state"] == "complete")
+                ):
                     snaps.append(p)
             if len(page) < _PAGE:
                 break
@@ -335,11 +405,10 @@ class TetherStepStore:
     # -- the tool-effect ledger ----------------------------------------------------------
 
     async def record_tool_effect(self, record: ToolEffectRecord) -> None:
-        scope = _run_scope(record.run_id)
-        key = _EFFECT + record.tool_call_id
+        key = _key("fx", record.run_id) + record.tool_call_id
         data = _EFFECTS.dump_python(record, mode="json")
 
-        async def fn(txn: Transaction) -> None:
+        async def fn(txn: Transaction, scope: str) -> None:
             prior = await txn.resource_head(scope, key)
             prior_status = prior.payload["fx"]["status"] if prior is not None else None
             if prior_status in ("completed", "failed"):
@@ -376,15 +445,17 @@ class TetherStepStore:
                 resource_key=key,
             )
 
-        await transact(self.store, self.namespace, fn)
+        await self._write(record.run_id, None, fn)
 
     async def get_tool_effect(self, *, run_id: str, tool_call_id: str) -> ToolEffectRecord | None:
+        scope = await self._read_scope(run_id)
         node = await self.store.resource_head(
-            self.namespace, _run_scope(run_id), _EFFECT + tool_call_id
+            self.namespace, scope, _key("fx", run_id) + tool_call_id
         )
         return None if node is None else _effect(node)
 
     async def list_unresolved_tool_effects(self, *, run_id: str) -> list[ToolEffectRecord]:
-        heads = await self.store.resource_heads(self.namespace, _run_scope(run_id), _EFFECT)
+        scope = await self._read_scope(run_id)
+        heads = await self.store.resource_heads(self.namespace, scope, _key("fx", run_id))
         found = [_effect(n) for _, n in sorted(heads.items(), key=lambda kv: kv[1].sequence)]
         return [r for r in found if r.status == "started"]

@@ -35,12 +35,14 @@ nothing.
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
 from pydantic import TypeAdapter
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai_harness.step_persistence import (
     ContinuableSnapshot,
     RunRecord,
@@ -141,7 +143,8 @@ class TetherStepStore:
         # each message's (kind, payload)): a save compares its history with this line
         # instead of reading messages back. The ids are stored nodes of that generation
         # (committed or read by this process; a reset bumps the generation).
-        self._lines: OrderedDict[str, tuple[int, list[str], list[Any]]] = OrderedDict()
+        # (and a copy of each message, compared with ``==`` to find the new ones)
+        self._lines: OrderedDict[str, tuple[int, list[str], list[Any], list[Any]]] = OrderedDict()
 
     # -- where a run lives -------------------------------------------------------------
 
@@ -294,7 +297,7 @@ class TetherStepStore:
 
     async def save_snapshot(self, snapshot: ContinuableSnapshot) -> None:
         run_id = snapshot.run_id
-        planned = message_payloads(snapshot.messages, self.llm)
+        messages = list(snapshot.messages)
         key = snapshot.idempotency_key
         prefix = _key("snap", run_id)
         meta = {
@@ -307,7 +310,7 @@ class TetherStepStore:
             "parent": snapshot.parent_run_id,
             "agent": snapshot.agent_name,
         }
-        done: list[tuple[str, int, list[str]]] = []
+        done: list[tuple[str, int, list[str], list[Any], list[ModelMessage]]] = []
 
         async def fn(txn: Transaction, scope: str) -> None:
             done.clear()
@@ -331,19 +334,31 @@ class TetherStepStore:
                         return  # a retried or superseded save
             head = await txn.head(scope)
             cached = self._lines.get(scope)
+            copies: list[Any]
             if cached is not None and cached[0] == head.generation:
-                ids, stored = cached[1], cached[2]
-            else:
+                # Compared as objects (as Pydantic AI's stores match messages, with
+                # ``==``), so only the new messages are serialized and checked: O(delta).
+                ids, stored, copies = cached[1], cached[2], cached[3]
+                shared = 0
+                for a, b in zip(copies, messages, strict=False):
+                    if a != b:
+                        break
+                    shared += 1
+                tail = message_payloads(messages[shared:], self.llm)
+            else:  # a cold process: the whole history once, matched against the thread
+                planned = message_payloads(messages, self.llm)
                 ids, stored = await self._match(scope, planned)
-            shared = 0
-            for a, b in zip(stored, planned, strict=False):
-                if a != b:
-                    break
-                shared += 1
+                copies = []
+                shared = 0
+                for was, now in zip(stored, planned, strict=False):
+                    if was != now:
+                        break
+                    shared += 1
+                tail = planned[shared:]
             out = ids[:shared]
             await txn.hint(scope, stored=out)
             parent: str | None = out[-1] if out else None
-            for kind, payload in planned[shared:]:
+            for kind, payload in tail:
                 node = await txn.append(scope, kind, payload, parents=[parent] if parent else [])
                 parent = node.id
                 out.append(node.id)
@@ -353,12 +368,14 @@ class TetherStepStore:
                 {MARK: "snap", "head": parent, "n": len(out), **meta},
                 resource_key=prefix + snapshot.state,
             )
-            done.append((scope, head.generation, out))
+            line = [*stored[:shared], *tail]
+            kept = [*copies[:shared], *copy.deepcopy(messages[len(copies[:shared]) :])]
+            done.append((scope, head.generation, out, line, kept))
 
         await self._write(run_id, snapshot.conversation_id, fn)
         if done:
-            scope, generation, ids = done[0]
-            self._keep(self._lines, scope, (generation, ids, planned), _LINES_MAX)
+            scope, generation, ids, line, kept = done[0]
+            self._keep(self._lines, scope, (generation, ids, line, kept), _LINES_MAX)
 
     async def latest_snapshot(
         self, *, run_id: str, include_interrupted: bool = False

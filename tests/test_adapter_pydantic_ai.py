@@ -421,3 +421,23 @@ async def test_memory_write_metadata_where_the_harness_has_it(store: tether.Stor
     await ms.write("a.md", "y", expected_version=m.version)  # a plain write records none
     g = await ms.read("a.md", max_chars=10)
     assert g is not None and g.metadata is None
+
+
+async def test_memory_search_by_meaning_through_tethers_recall(
+    store: tether.Store, ns: str
+) -> None:
+    from tether.models.embeddings import HashingEmbedder
+
+    ms = TetherMemoryStore(store, namespace=ns, embedder=HashingEmbedder(128))
+    await ms.write("team/tea.md", "alice drinks green tea every morning", expected_version=None)
+    await ms.write("team/code.md", "the build runs on two cores", expected_version=None)
+    await ms.write("other/tea.md", "green tea elsewhere", expected_version=None)
+    gone = await ms.write("team/old.md", "green tea, long ago", expected_version=None)
+    await ms.delete("team/old.md", expected_version=gone.version)
+    found = await ms.search(
+        "team/", "green tea", limit=5, max_files=10, max_chars=200, max_file_chars=100
+    )
+    paths = [m.path for m in found.matches]
+    assert paths[0] == "team/tea.md"  # closest in meaning, within the prefix only
+    assert all(p.startswith("team/") for p in paths) and "team/old.md" not in paths
+    assert sum(len(m.path) + len(m.snippet) for m in found.matches) <= 200

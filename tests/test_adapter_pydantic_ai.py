@@ -426,6 +426,7 @@ async def test_memory_write_metadata_where_the_harness_has_it(store: tether.Stor
 async def test_memory_search_by_meaning_through_tethers_recall(
     store: tether.Store, ns: str
 ) -> None:
+    pytest.importorskip("numpy", reason="recall's vectors need the recall extra (numpy)")
     from tether.models.embeddings import HashingEmbedder
 
     ms = TetherMemoryStore(store, namespace=ns, embedder=HashingEmbedder(128))

@@ -100,6 +100,7 @@ def test_newest_harness_and_its_slim_pass_without_a_conversation_store() -> None
     passed = re.search(r"(\d+) passed", r.stdout)
     skipped = re.search(r"(\d+) skipped", r.stdout)
     # 11 StepStore / MemoryStore tests x 4 backends; the 5 ConversationStore tests skip
+    # (and recall by meaning, without the recall extra's numpy in that venv)
     assert passed is not None and int(passed.group(1)) >= 44, tail
-    assert skipped is not None and int(skipped.group(1)) == 20, tail
-    assert "has no ConversationStore" in r.stdout, tail
+    assert skipped is not None and int(skipped.group(1)) <= 24, tail
+    assert len(re.findall(r"SKIPPED \[4\].*has no ConversationStore", r.stdout)) == 5, tail

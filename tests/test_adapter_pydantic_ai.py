@@ -9,6 +9,7 @@ tests/test_adapter_pydantic_ai_compat.py.
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 import uuid
 from typing import Any
@@ -442,3 +443,46 @@ async def test_memory_search_by_meaning_through_tethers_recall(
     assert paths[0] == "team/tea.md"  # closest in meaning, within the prefix only
     assert all(p.startswith("team/") for p in paths) and "team/old.md" not in paths
     assert sum(len(m.path) + len(m.snippet) for m in found.matches) <= 200
+
+
+@conversation_store
+async def test_concurrent_saves_of_one_conversation_one_wins(store: tether.Store, ns: str) -> None:
+    agent = _agent()
+    first = TetherConversationStore(store, namespace=ns)
+    await first.save(await agent.run("hello", conversation=Conversation(conversation_id="c1")))
+    writers = [TetherConversationStore(store, namespace=ns) for _ in range(4)]
+    loaded = [await w.load("c1") for w in writers]
+    results = [await agent.run(f"from {i}", conversation=c) for i, c in enumerate(loaded)]
+    outcomes = await asyncio.gather(
+        *(w.save(r) for w, r in zip(writers, results, strict=True)), return_exceptions=True
+    )
+    won = [i for i, o in enumerate(outcomes) if not isinstance(o, BaseException)]
+    assert len(won) == 1
+    assert all(
+        isinstance(o, ConversationConflictError) for o in outcomes if o is not outcomes[won[0]]
+    )
+    stored = await first.load("c1")
+    assert stored is not None and stored.messages == results[won[0]].all_messages()
+
+
+async def test_concurrent_runs_of_one_conversation_read_back_exactly(
+    store: tether.Store, ns: str
+) -> None:
+    base = await _agent().run("hello")
+    history = base.all_messages()
+    stores = [TetherStepStore(store, namespace=ns) for _ in range(3)]
+    # each store has seen the shared history once (a cached line), then all run at once
+    for i, ss in enumerate(stores):
+        warm = _agent(capabilities=[StepPersistence(store=ss, run_id=f"w{i}")])
+        await warm.run("warm", message_history=history, conversation_id="chat")
+    runs = [
+        _agent(capabilities=[StepPersistence(store=ss, run_id=f"r{i}")]).run(
+            f"branch {i}", message_history=history, conversation_id="chat"
+        )
+        for i, ss in enumerate(stores)
+    ]
+    results = await asyncio.gather(*runs)
+    cold = TetherStepStore(store, namespace=ns)
+    for i, r in enumerate(results):
+        snap = await cold.latest_snapshot(run_id=f"r{i}")
+        assert snap is not None and snap.messages == r.all_messages()

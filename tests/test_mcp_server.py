@@ -11,12 +11,14 @@ import os
 import signal
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import mcp_types
 import pytest
 from click.testing import CliRunner
 
@@ -26,6 +28,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPDeprecationWarning
 
 import tether
 from tether import Agent, ScriptedModel
@@ -169,9 +172,9 @@ def _http_server(db: Path, *args: str, **env_vars: str) -> Iterator[str]:
                 f.close()
 
 
-def _client(url: str, token: str) -> tuple[Client, Any]:
+def _client(url: str, token: str, **kw: Any) -> tuple[Client, Any]:
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    return Client(streamable_http_client(url, http_client=http)), http
+    return Client(streamable_http_client(url, http_client=http), **kw), http
 
 
 async def test_http_needs_a_known_token_and_a_read_grant_cannot_write(tmp_path: Path) -> None:
@@ -198,10 +201,26 @@ async def test_http_needs_a_known_token_and_a_read_grant_cannot_write(tmp_path: 
             )
             assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
 
-        client, http = _client(url, WRITER)
+        updates: list[str] = []
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, mcp_types.ResourceUpdatedNotification):
+                updates.append(message.params.uri)
+
+        # a handshake-era session (resources/subscribe is of that era), told of graph writes
+        client, http = _client(url, WRITER, mode="legacy", message_handler=on_message)
         async with http, client:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await client.subscribe_resource("memory://knowledge-graph")
+            assert not (await client.call_tool("remember", {"key": "k", "content": "v"})).is_error
             r = await client.call_tool("create_entities", {"entities": [_e("Bob", "x")]})
             assert not r.is_error, r.content
+            for _ in range(100):  # on the session's own stream, in order: remember's first
+                if updates:
+                    break
+                await asyncio.sleep(0.05)
+            assert updates == ["memory://knowledge-graph"]  # the graph write only
         client, http = _client(url, READER)
         async with http, client:
             graph = (await client.call_tool("read_graph", {})).structured_content
@@ -213,7 +232,8 @@ async def test_http_needs_a_known_token_and_a_read_grant_cannot_write(tmp_path: 
             graph = (await client.call_tool("read_graph", {})).structured_content
             assert graph["entities"] == [_e("Bob", "x")]
     async with await tether.open_store(f"sqlite:///{db}") as store:  # in -n acme, user ada
-        assert (await store.head("acme", "user:ada")).sequence == 2  # Bob and its log entry
+        # the fact and the memory's edit log, Bob and the graph's edit log
+        assert (await store.head("acme", "user:ada")).sequence == 4
 
 
 def test_without_the_extra_tether_mcp_names_it(monkeypatch: pytest.MonkeyPatch) -> None:

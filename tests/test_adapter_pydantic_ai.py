@@ -332,7 +332,7 @@ async def test_tool_effect_resume_follows_the_runtime_rule(store: tether.Store, 
     assert await ss.get_tool_effect(run_id="r1", tool_call_id="c1") == done
     # the ledger is tether's tool_call / tool_result nodes
     kinds = [n.kind for n in await store.nodes(ns, "thread:pydantic-ai-run:r1")]
-    assert kinds == ["resource", "tool_call", "tool_call", "tool_result"]  # "pai:at" first
+    assert kinds == ["tool_call", "tool_call", "tool_result"]
 
 
 # -- MemoryStore --------------------------------------------------------------------

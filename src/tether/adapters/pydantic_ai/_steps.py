@@ -1,36 +1,32 @@
 """pydantic-ai-harness's ``StepStore`` (``StepPersistence``) on a tether store.
 
-Where a run goes: the runs of one conversation (``conversation_id``) share the thread
-``thread:pydantic-ai-steps:<conversation_id>``, so a history that the next run continues
-is stored once for all of them; a run without one has its own thread. The run's own
-thread ``thread:pydantic-ai-run:<run_id>`` keeps, from the run's first write (in that
-write's transaction), the resource ``pai:at`` naming that thread: a read by ``run_id``
-follows it. In that thread (every key below names the run, ``<n>:<run_id>``, ``n`` its
-length):
+A run is the thread ``thread:pydantic-ai-run:<run_id>``:
 
-* its ``RunRecord`` is the resource ``pai:run:<run>``; ``list_runs`` reads every run's in
-  one query across threads (``Store.resource_heads_across``);
+* its ``RunRecord`` is the resource ``pai:run``; ``list_runs`` reads every run's in one
+  query across threads (``Store.resource_heads_across``);
 * each ``StepEvent`` is one ``resource`` node (``pai: "ev"``), appended, never changed;
-  an event whose ``idempotency_key`` the run holds (``pai:ek:<run><key>``) is not
+  an event whose ``idempotency_key`` the run holds (the key ``pai:ek:<key>``) is not
   appended again;
-* a snapshot's messages are message nodes (``_codec``) chained by their parents, each
-  message's parent the one before it: a message's node id is then the identity of the
-  whole history up to it, so a snapshot that extends an earlier one (of this run or of
-  an earlier run of the conversation) appends only its new messages (O(delta) per
-  step and per run, not the history again), a rewritten history (compaction) branches
-  at its first changed message, and the snapshot itself is one small node
-  (``pai:snap:<run>complete`` / ``...interrupted``) naming its last message;
-* each tool call's ledger entry is the resource ``pai:fx:<run><tool_call_id>``: a
+* each tool call's ledger entry is the resource ``pai:fx:<tool_call_id>``: a
   ``tool_call`` node when it starts, a ``tool_result`` node when it completes or fails,
   as tether's runtime writes them. Resume follows the runtime's rule: a call whose
   result is stored keeps it (a later ``started`` or a second result for it is
   dropped), and a started call without an ``idempotency_key`` of its own gets its
   ``tool_call`` node's id, the key tether's runtime hands a tool, so a call re-issued
-  after a crash carries the key the first attempt had.
+  after a crash carries the key the first attempt had;
+* a snapshot is one small node (``pai:snap:complete`` / ``pai:snap:interrupted``) naming
+  the last message of its history and the thread that holds it: the messages of the
+  runs of one conversation (``conversation_id``) live in
+  ``thread:pydantic-ai-steps:<conversation_id>`` (a run without one keeps its own in its
+  thread), as message nodes (``_codec``) chained by their parents, each message's
+  parent the one before it. A snapshot that extends a history stored there (this run's
+  or an earlier run's of the conversation) appends only its new messages, in the same
+  transaction as the snapshot node: O(delta) per step and per run, not the history
+  again; a rewritten history (compaction) branches at its first changed message; a
+  cold ``latest_snapshot`` reads the conversation's messages only.
 
 Snapshot idempotency keys follow the harness's stores: a retried save with the key of
-either latest snapshot of the run, or with an older ``<sequence>:`` prefix, writes
-nothing.
+either latest snapshot, or with an older ``<sequence>:`` prefix, writes nothing.
 """
 
 from __future__ import annotations
@@ -60,10 +56,12 @@ __all__ = ["TetherStepStore"]
 
 T = TypeVar("T")
 
-_AT: Final = "pai:at"
+_RUN: Final = "pai:run"
+_SNAP: Final = "pai:snap:"
+_EVENT_KEY: Final = "pai:ek:"
+_EFFECT: Final = "pai:fx:"
 _PAGE: Final = 1000
 _LINES_MAX: Final = 256  # threads whose last message line this process keeps
-_SCOPES_MAX: Final = 4096  # run id -> thread
 
 _RUNS: TypeAdapter[RunRecord] = TypeAdapter(RunRecord)
 _EVENTS: TypeAdapter[StepEvent] = TypeAdapter(StepEvent)
@@ -78,12 +76,6 @@ def _run_scope(run_id: str) -> str:
 
 def _conversation_scope(conversation_id: str) -> str:
     return thread_scope(f"pydantic-ai-steps:{conversation_id}")
-
-
-def _key(what: str, run_id: str) -> str:
-    """``pai:<what>:<n>:<run_id>:``: a key prefix that names one run only (``n`` is
-    the run id's length, so no run id's keys are a prefix of another's)."""
-    return f"pai:{what}:{len(run_id)}:{run_id}:"
 
 
 def _key_sequence(key: str) -> int | None:
@@ -138,76 +130,29 @@ class TetherStepStore:
         self.store = store
         self.namespace = namespace
         self.llm = llm
-        self._scopes: OrderedDict[str, str] = OrderedDict()  # run id -> its thread
-        # thread -> (its generation, the message ids of the last history saved there and
-        # each message's (kind, payload)): a save compares its history with this line
-        # instead of reading messages back. The ids are stored nodes of that generation
-        # (committed or read by this process; a reset bumps the generation).
-        # (and a copy of each message, compared with ``==`` to find the new ones)
+        # message thread -> (its generation, the message ids of the last history saved
+        # there, each message's (kind, payload), and a copy of each message): a save
+        # compares its history with this line (``==``) instead of reading messages back.
+        # The ids are stored nodes of that generation (committed or read by this
+        # process; a reset bumps the generation, and the line is not used).
         self._lines: OrderedDict[str, tuple[int, list[str], list[Any], list[Any]]] = OrderedDict()
 
-    # -- where a run lives -------------------------------------------------------------
-
-    @staticmethod
-    def _keep(cache: OrderedDict[str, Any], key: str, value: Any, most: int) -> None:
-        cache[key] = value
-        cache.move_to_end(key)
-        while len(cache) > most:
-            cache.popitem(last=False)
-
-    async def _read_scope(self, run_id: str) -> str:
-        scope = self._scopes.get(run_id)
-        if scope is not None:
-            return scope
-        home = _run_scope(run_id)
-        at = await self.store.resource_head(self.namespace, home, _AT)
-        if at is None:
-            return home  # a run never written: its own (empty) thread
-        scope = str(at.payload["scope"])
-        self._keep(self._scopes, run_id, scope, _SCOPES_MAX)
-        return scope
-
-    async def _write_scope(self, txn: Transaction, run_id: str, conversation_id: str | None) -> str:
-        """The run's thread; a run's first write names it (``pai:at``) in ``txn``."""
-        scope = self._scopes.get(run_id)
-        if scope is not None:
-            return scope
-        home = _run_scope(run_id)
-        at = await txn.resource_head(home, _AT)
-        if at is not None:
-            return str(at.payload["scope"])
-        scope = _conversation_scope(conversation_id) if conversation_id is not None else home
-        await txn.append(home, "resource", {MARK: "at", "scope": scope}, resource_key=_AT)
-        return scope
-
-    async def _write(
-        self,
-        run_id: str,
-        conversation_id: str | None,
-        fn: Callable[[Transaction, str], Awaitable[T]],
-    ) -> T:
-        async def go(txn: Transaction) -> tuple[str, T]:
-            scope = await self._write_scope(txn, run_id, conversation_id)
-            return scope, await fn(txn, scope)
-
-        scope, out = await transact(self.store, self.namespace, go)
-        self._keep(self._scopes, run_id, scope, _SCOPES_MAX)
-        return out
+    async def _commit(self, fn: Callable[[Transaction], Awaitable[T]]) -> T:
+        return await transact(self.store, self.namespace, fn)
 
     # -- runs ------------------------------------------------------------------------
 
     async def register_run(self, record: RunRecord) -> None:
+        scope = _run_scope(record.run_id)
         payload = {MARK: "run", "rec": _RUNS.dump_python(record, mode="json")}
-        key = _key("run", record.run_id)
 
-        async def fn(txn: Transaction, scope: str) -> None:
-            await txn.append(scope, "resource", payload, resource_key=key)
+        async def fn(txn: Transaction) -> None:
+            await txn.append(scope, "resource", payload, resource_key=_RUN)
 
-        await self._write(record.run_id, record.conversation_id, fn)
+        await self._commit(fn)
 
     async def get_run(self, *, run_id: str) -> RunRecord | None:
-        scope = await self._read_scope(run_id)
-        node = await self.store.resource_head(self.namespace, scope, _key("run", run_id))
+        node = await self.store.resource_head(self.namespace, _run_scope(run_id), _RUN)
         return None if node is None else _RUNS.validate_python(node.payload["rec"])
 
     async def list_runs(
@@ -217,9 +162,15 @@ class TetherStepStore:
         after: tuple[str, str] | None = None
         while True:
             rows = await self.store.resource_heads_across(
-                self.namespace, "pai:run:", scope_prefix="thread:", after=after, limit=500
+                self.namespace,
+                _RUN,
+                scope_prefix="thread:pydantic-ai-run:",
+                after=after,
+                limit=500,
             )
-            for _, _, node in rows:
+            for _, key, node in rows:
+                if key != _RUN:
+                    continue
                 r = _RUNS.validate_python(node.payload["rec"])
                 if (parent_run_id is None or r.parent_run_id == parent_run_id) and (
                     conversation_id is None or r.conversation_id == conversation_id
@@ -233,22 +184,22 @@ class TetherStepStore:
     # -- events ----------------------------------------------------------------------
 
     async def append_event(self, event: StepEvent) -> None:
+        scope = _run_scope(event.run_id)
         payload = {MARK: "ev", "ev": _EVENTS.dump_python(event, mode="json")}
         key = event.idempotency_key
-        ek = _key("ek", event.run_id) + (key or "")
 
-        async def fn(txn: Transaction, scope: str) -> None:
+        async def fn(txn: Transaction) -> None:
             if key is None:
                 await txn.append(scope, "resource", payload)
                 return
-            if await txn.resource_head(scope, ek) is not None:
+            if await txn.resource_head(scope, _EVENT_KEY + key) is not None:
                 return  # a retried append
-            await txn.append(scope, "resource", payload, resource_key=ek)
+            await txn.append(scope, "resource", payload, resource_key=_EVENT_KEY + key)
 
-        await self._write(event.run_id, event.conversation_id, fn)
+        await self._commit(fn)
 
     async def list_events(self, *, run_id: str) -> list[StepEvent]:
-        scope = await self._read_scope(run_id)
+        scope = _run_scope(run_id)
         out: list[StepEvent] = []
         after = 0
         while True:
@@ -256,7 +207,7 @@ class TetherStepStore:
             out.extend(
                 _EVENTS.validate_python(p["ev"])
                 for _, _, p in page
-                if type(p) is dict and p.get(MARK) == "ev" and p["ev"]["run_id"] == run_id
+                if type(p) is dict and p.get(MARK) == "ev"
             )
             if len(page) < _PAGE:
                 return out
@@ -297,29 +248,31 @@ class TetherStepStore:
 
     async def save_snapshot(self, snapshot: ContinuableSnapshot) -> None:
         run_id = snapshot.run_id
+        home = _run_scope(run_id)
+        cid = snapshot.conversation_id
+        mscope = _conversation_scope(cid) if cid is not None else home
         messages = list(snapshot.messages)
         key = snapshot.idempotency_key
-        prefix = _key("snap", run_id)
         meta = {
-            "run": run_id,
+            "ms": mscope,
             "step": snapshot.step_index,
             "state": snapshot.state,
             "key": key,
             "at": snapshot.timestamp.isoformat(),
-            "conv": snapshot.conversation_id,
+            "conv": cid,
             "parent": snapshot.parent_run_id,
             "agent": snapshot.agent_name,
         }
-        done: list[tuple[str, int, list[str], list[Any], list[ModelMessage]]] = []
+        done: list[tuple[int, list[str], list[Any], list[ModelMessage]]] = []
 
-        async def fn(txn: Transaction, scope: str) -> None:
+        async def fn(txn: Transaction) -> None:
             done.clear()
             if key is not None:
                 latest = [
                     n
                     for n in [
-                        await txn.resource_head(scope, prefix + "complete"),
-                        await txn.resource_head(scope, prefix + "interrupted"),
+                        await txn.resource_head(home, _SNAP + "complete"),
+                        await txn.resource_head(home, _SNAP + "interrupted"),
                     ]
                     if n is not None
                 ]
@@ -332,8 +285,8 @@ class TetherStepStore:
                         seq is not None and top is not None and seq < top
                     ):
                         return  # a retried or superseded save
-            head = await txn.head(scope)
-            cached = self._lines.get(scope)
+            head = await txn.head(mscope)
+            cached = self._lines.get(mscope)
             copies: list[Any]
             if cached is not None and cached[0] == head.generation:
                 # Compared as objects (as Pydantic AI's stores match messages, with
@@ -347,7 +300,7 @@ class TetherStepStore:
                 tail = message_payloads(messages[shared:], self.llm)
             else:  # a cold process: the whole history once, matched against the thread
                 planned = message_payloads(messages, self.llm)
-                ids, stored = await self._match(scope, planned)
+                ids, stored = await self._match(mscope, planned)
                 copies = []
                 shared = 0
                 for was, now in zip(stored, planned, strict=False):
@@ -356,39 +309,43 @@ class TetherStepStore:
                     shared += 1
                 tail = planned[shared:]
             out = ids[:shared]
-            await txn.hint(scope, stored=out)
+            await txn.hint(mscope, stored=out)
             parent: str | None = out[-1] if out else None
             for kind, payload in tail:
-                node = await txn.append(scope, kind, payload, parents=[parent] if parent else [])
+                node = await txn.append(mscope, kind, payload, parents=[parent] if parent else [])
                 parent = node.id
                 out.append(node.id)
             await txn.append(
-                scope,
+                home,
                 "resource",
                 {MARK: "snap", "head": parent, "n": len(out), **meta},
-                resource_key=prefix + snapshot.state,
+                resource_key=_SNAP + snapshot.state,
             )
             line = [*stored[:shared], *tail]
             kept = [*copies[:shared], *copy.deepcopy(messages[len(copies[:shared]) :])]
-            done.append((scope, head.generation, out, line, kept))
+            done.append((head.generation, out, line, kept))
 
-        await self._write(run_id, snapshot.conversation_id, fn)
+        await self._commit(fn)
         if done:
-            scope, generation, ids, line, kept = done[0]
-            self._keep(self._lines, scope, (generation, ids, line, kept), _LINES_MAX)
+            self._keep_line(mscope, done[0])
+
+    def _keep_line(self, scope: str, line: tuple[int, list[str], list[Any], list[Any]]) -> None:
+        self._lines[scope] = line
+        self._lines.move_to_end(scope)
+        while len(self._lines) > _LINES_MAX:
+            self._lines.popitem(last=False)
 
     async def latest_snapshot(
         self, *, run_id: str, include_interrupted: bool = False
     ) -> ContinuableSnapshot | None:
-        scope = await self._read_scope(run_id)
-        prefix = _key("snap", run_id)
+        home = _run_scope(run_id)
         states = ("complete", "interrupted") if include_interrupted else ("complete",)
-        heads = [await self.store.resource_head(self.namespace, scope, prefix + s) for s in states]
+        heads = [await self.store.resource_head(self.namespace, home, _SNAP + s) for s in states]
         found = [n for n in heads if n is not None]
         if not found:
             return None
         snap = max(found, key=lambda n: n.sequence).payload
-        by_id = await self._messages(scope) if snap["head"] else {}
+        by_id = await self._messages(snap["ms"]) if snap["head"] else {}
         return _snapshot(run_id, snap, by_id)
 
     async def list_snapshots(
@@ -397,35 +354,35 @@ class TetherStepStore:
         """Every snapshot of ``run_id`` in write order (``interrupted`` ones only with
         ``include_interrupted``). Not part of ``StepStore``: the harness's
         ``conversation_search`` reads it (its ``SnapshotStore`` protocol)."""
-        scope = await self._read_scope(run_id)
+        home = _run_scope(run_id)
         snaps: list[dict[str, Any]] = []
-        by_id: dict[str, tuple[str, dict[str, Any], str]] = {}
         after = 0
         while True:
-            page = await self.store.nodes(self.namespace, scope, after=after, limit=_PAGE)
-            for n in page:
-                p = n.payload
-                mark = p.get(MARK) if type(p) is dict else None
-                if mark == "m":
-                    by_id[n.id] = (n.kind, p, n.parents[0] if n.parents else "")
-                elif (
-                    mark == "snap"
-                    and p["run"] == run_id
-                    and (include_interrupted or p["state"] == "complete")
-                ):
-                    snaps.append(p)
+            page = await self.store.payloads(self.namespace, home, after=after, limit=_PAGE)
+            snaps.extend(
+                p
+                for _, _, p in page
+                if type(p) is dict
+                and p.get(MARK) == "snap"
+                and (include_interrupted or p["state"] == "complete")
+            )
             if len(page) < _PAGE:
                 break
-            after = page[-1].sequence
-        return [_snapshot(run_id, p, by_id) for p in snaps]
+            after = page[-1][0]
+        by_scope: dict[str, dict[str, tuple[str, dict[str, Any], str]]] = {}
+        for p in snaps:
+            if p["ms"] not in by_scope:
+                by_scope[p["ms"]] = await self._messages(p["ms"])
+        return [_snapshot(run_id, p, by_scope[p["ms"]]) for p in snaps]
 
     # -- the tool-effect ledger ----------------------------------------------------------
 
     async def record_tool_effect(self, record: ToolEffectRecord) -> None:
-        key = _key("fx", record.run_id) + record.tool_call_id
+        scope = _run_scope(record.run_id)
+        key = _EFFECT + record.tool_call_id
         data = _EFFECTS.dump_python(record, mode="json")
 
-        async def fn(txn: Transaction, scope: str) -> None:
+        async def fn(txn: Transaction) -> None:
             prior = await txn.resource_head(scope, key)
             prior_status = prior.payload["fx"]["status"] if prior is not None else None
             if prior_status in ("completed", "failed"):
@@ -462,17 +419,15 @@ class TetherStepStore:
                 resource_key=key,
             )
 
-        await self._write(record.run_id, None, fn)
+        await self._commit(fn)
 
     async def get_tool_effect(self, *, run_id: str, tool_call_id: str) -> ToolEffectRecord | None:
-        scope = await self._read_scope(run_id)
         node = await self.store.resource_head(
-            self.namespace, scope, _key("fx", run_id) + tool_call_id
+            self.namespace, _run_scope(run_id), _EFFECT + tool_call_id
         )
         return None if node is None else _effect(node)
 
     async def list_unresolved_tool_effects(self, *, run_id: str) -> list[ToolEffectRecord]:
-        scope = await self._read_scope(run_id)
-        heads = await self.store.resource_heads(self.namespace, scope, _key("fx", run_id))
+        heads = await self.store.resource_heads(self.namespace, _run_scope(run_id), _EFFECT)
         found = [_effect(n) for _, n in sorted(heads.items(), key=lambda kv: kv[1].sequence)]
         return [r for r in found if r.status == "started"]

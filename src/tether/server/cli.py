@@ -253,6 +253,9 @@ def serve(
         "http": "tether.server._protocol:HeaderTimeoutH11",
         "timeout_keep_alive": keep_alive,
         "header_timeout": header_timeout,
+        # tether's edge logs each request once (method, path, status, time, token name):
+        # uvicorn's access log would write a second line for each.
+        "access_log": False,
     }
     try:
         if workers == 1:

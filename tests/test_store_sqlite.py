@@ -288,7 +288,9 @@ async def test_a_turn_reads_its_head_with_one_pragma_and_sees_every_other_writer
 
 
 @given(
-    frontiers=st.lists(st.sampled_from(["last", "empty", "two", "first"]), min_size=1, max_size=6)
+    frontiers=st.lists(
+        st.sampled_from(["last", "empty", "two", "first", "a list"]), min_size=1, max_size=6
+    )
 )
 async def test_a_kept_head_is_the_head_a_read_returns(frontiers: list[str]) -> None:
     # Whatever frontier a commit leaves (the last node, none, several, an older node),
@@ -307,6 +309,7 @@ async def test_a_kept_head_is_the_head_a_read_returns(frontiers: list[str]) -> N
                     "empty": (),
                     "two": (n1.id, n2.id),
                     "first": (n1.id,),
+                    "a list": [n1.id, n2.id],  # a caller's list: kept, as read, as a tuple
                 }[shape]
                 await a.commit(
                     "ns",
@@ -324,7 +327,7 @@ async def test_a_kept_head_is_the_head_a_read_returns(frontiers: list[str]) -> N
                 assert isinstance(fresh, SQLiteStore)
                 fresh._heads.clear()
                 assert head == await fresh.head("ns", "thread:t")
-                assert head.frontier == front
+                assert head.frontier == tuple(front)
 
 
 async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:

@@ -630,7 +630,9 @@ class SQLiteStore(Store):
                 frontier = pack(front)
             r = rows[-1]
             rows[-1] = (*r[:6], frontier, r[7])
-        return _Prepared(w.scope, w.expected_generation, w.expected_sequence, rows, w.frontier)
+        return _Prepared(
+            w.scope, w.expected_generation, w.expected_sequence, rows, tuple(w.frontier)
+        )
 
     def _commit(self, namespace: str, prepared: list[_Prepared]) -> None:
         heads = self._heads

@@ -16,13 +16,18 @@ from .base import (
     ScopeWrite,
     Store,
 )
+from .simple import LogBackend, LogSave, LogStore, ScopeLog
 
 __all__ = [
     "DuplicateNodes",
     "Head",
     "JsonCodec",
+    "LogBackend",
+    "LogSave",
+    "LogStore",
     "PayloadCodec",
     "ScopeInfo",
+    "ScopeLog",
     "ScopeStats",
     "ScopeWrite",
     "Store",

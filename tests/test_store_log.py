@@ -195,3 +195,27 @@ async def test_not_a_backend_and_a_closed_store_are_typed_errors() -> None:
         )
     assert err.value.code == "closed"
 
+
+async def test_a_log_rewritten_behind_a_store_is_read_again(tmp_path: Path) -> None:
+    """A store keeps what it parsed of each log, and uses it only for a log that begins
+    with exactly those entries: a log another store reset and refilled to the same
+    length (or a backend that rewrote one, version unchanged) is parsed again."""
+    s1, s2 = (LogStore(DirectoryBackend(tmp_path / "d", durable=False)) for _ in range(2))
+    for payload in ("a", "b"):
+        await transact(s1, "ns", lambda txn, p=payload: txn.append("thread:t", "goal", {"p": p}))
+    assert [n.payload for n in await s1.nodes("ns", "thread:t")] == [{"p": "a"}, {"p": "b"}]
+    await s2.reset_scope("ns", "thread:t")  # the log: [generation 1, c], as long as before
+    await transact(s2, "ns", lambda txn: txn.append("thread:t", "goal", {"p": "c"}))
+    assert [n.payload for n in await s1.nodes("ns", "thread:t")] == [{"p": "c"}]
+    assert (await s1.head("ns", "thread:t")).generation == 1
+
+    backend = DictBackend()
+    store = LogStore(backend)
+    await transact(store, "ns", lambda txn: txn.append("thread:t", "goal", {"p": "x"}))
+    read = (await store.nodes("ns", "thread:t"))[0]
+    read.payload["p"] = "mutated by the caller"
+    assert (await store.nodes("ns", "thread:t"))[0].payload == {"p": "x"}
+    other = LogStore(DictBackend())
+    await transact(other, "ns", lambda txn: txn.append("thread:t", "goal", {"p": "y"}))
+    backend.logs["ns", "thread:t"] = other.backend.logs["ns", "thread:t"]  # type: ignore[attr-defined]
+    assert [n.payload for n in await store.nodes("ns", "thread:t")] == [{"p": "y"}]

@@ -77,6 +77,14 @@ class DirectoryBackend(LogBackend):
     """
 
     def __init__(self, root: str | os.PathLike[str], *, durable: bool = True) -> None:
+        try:
+            import fcntl  # noqa: F401 - POSIX only
+        except ImportError:
+            raise StoreError(
+                "DirectoryBackend locks with fcntl.flock (POSIX); use DictBackend or "
+                "write a LogBackend for this system",
+                code="unsupported",
+            ) from None
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.durable = durable

@@ -19,12 +19,16 @@ through the codec (so ``tether.crypto.encrypt_store`` composes, with ``keystore=
 Two writers cannot both win: each load-check-save round ends in the backend's
 compare-and-set, and the loser reloads and finds the head moved (``Conflict``).
 
-What it costs, honestly: every read loads and parses the scope's whole log (a head read
-of a 10,000-node thread parses 10,000 entries), a commit loads each scope it writes
-first, and the listings load every scope they list. Nothing is indexed. A backend whose
-``save`` rewrites its storage (a file per scope) makes appends O(history) as well. It
-suits small deployments, tests and a storage tether has no backend for, where the
-number of nodes per scope stays in the thousands. For long threads, many processes or
+What it costs, honestly: nothing is indexed. Every read loads the scope's whole log
+from the backend; the store parses only the entries it has not parsed before (it keeps
+the parsed logs of the last 64 scopes it read, bounded, and uses one only for a log that
+begins with exactly its entries), so a process's first read of a 10,000-node thread
+parses 10,000 entries, and a backend whose ``load`` reads all of its storage (a file per
+scope) does that reading on every read. A commit loads each scope it writes first, and
+the listings load every scope they list. A backend whose ``save`` rewrites its storage
+makes appends O(history) as well. It suits small deployments, tests and a storage
+tether has no backend for, where the nodes per scope stay in the thousands
+(docs/storage.md has figures). For long threads, many processes or
 heavy reads, implement the full ``Store`` contract (``tether.store.base``: indexed
 resource heads, paged reads, appends that never read history back) as the SQLite,
 PostgreSQL and Redis backends do, and run the conformance suite on it.
@@ -37,6 +41,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -126,21 +132,34 @@ class LogBackend(ABC):
 # A generation:  {"generation": g}        (the first entry after a reset or a prune)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Parsed:
+    """A log as read: its head, and per node its id, kind, sequence and resource key
+    (``nodes``, no payload) beside the entry itself (``raw``, parsed again for each node
+    a read returns, so no caller ever shares a payload object with another)."""
+
     version: int
+    entries: tuple[str, ...]  # every entry, as loaded
     generation: int
     frontier: tuple[str, ...]
-    nodes: list[dict[str, Any]]  # node entries, by sequence
-    raw: list[str]  # the same entries as stored
+    nodes: list[tuple[str, str, int, str | None]]  # (id, kind, sequence, resourceKey)
+    raw: list[str]  # the entry of each node
 
     @property
     def sequence(self) -> int:
-        return int(self.nodes[-1]["sequence"]) if self.nodes else 0
+        return self.nodes[-1][2] if self.nodes else 0
 
     @property
     def at(self) -> tuple[int, int]:
         return (self.generation, self.sequence)
+
+
+# What a store keeps of the logs it read, so that a read whose log only grew parses the
+# new entries alone (and one whose log did not change parses nothing): bounded by scopes
+# and by entries. Validity needs no trust in versions: a kept parse is used only for a
+# log whose entries begin with exactly the entries it was made from.
+_CACHE_SCOPES = 64
+_CACHE_ENTRIES = 200_000
 
 
 def _corrupt(namespace: str, scope: str, why: str) -> StoreError:
@@ -168,8 +187,11 @@ class LogStore(Store):
             )
         super().__init__(codec=codec)
         self.backend = backend
-        self.url = f"log:{type(backend).__name__}"
+        self.url = f"log://{type(backend).__name__}"
         self._closed = False
+        self._lock = threading.Lock()  # guards the kept parses; never held across an await
+        self._parsed: dict[tuple[str, str], _Parsed] = {}  # oldest first
+        self._cached = 0  # entries in _parsed
 
     # -- the log -------------------------------------------------------------------------
 
@@ -184,11 +206,40 @@ class LogStore(Store):
             or not isinstance(log.entries, tuple | list)
         ):
             raise _corrupt(namespace, scope, f"load returned {log!r}, not a ScopeLog")
-        generation = 0
-        frontier: tuple[str, ...] = ()
-        nodes: list[dict[str, Any]] = []
-        raws: list[str] = []
-        for i, raw in enumerate(log.entries):
+        entries = tuple(log.entries)
+        with self._lock:
+            kept = self._parsed.get((namespace, scope))
+        if kept is not None and (
+            kept.entries is entries
+            or (len(entries) >= len(kept.entries) and entries[: len(kept.entries)] == kept.entries)
+        ):
+            parsed = self._parse(namespace, scope, log.version, entries, kept)
+        else:
+            parsed = self._parse(namespace, scope, log.version, entries, None)
+        with self._lock:
+            cache = self._parsed
+            old = cache.pop((namespace, scope), None)
+            self._cached -= len(old.entries) if old is not None else 0
+            if len(entries) <= _CACHE_ENTRIES:
+                cache[namespace, scope] = parsed
+                self._cached += len(entries)
+            while cache and (len(cache) > _CACHE_SCOPES or self._cached > _CACHE_ENTRIES):
+                gone = cache.pop(next(iter(cache)))
+                self._cached -= len(gone.entries)
+        return parsed
+
+    @staticmethod
+    def _parse(
+        namespace: str, scope: str, version: int, entries: tuple[str, ...], kept: _Parsed | None
+    ) -> _Parsed:
+        """Parse ``entries``, from where ``kept`` (a parse of a prefix of them) ends."""
+        if kept is not None and len(kept.entries) == len(entries):
+            return _Parsed(version, entries, kept.generation, kept.frontier, kept.nodes, kept.raw)
+        generation, frontier = (kept.generation, kept.frontier) if kept else (0, ())
+        nodes = list(kept.nodes) if kept else []
+        raws = list(kept.raw) if kept else []
+        for i in range(len(kept.entries) if kept else 0, len(entries)):
+            raw = entries[i]
             try:
                 e = orjson.loads(raw)
             except (orjson.JSONDecodeError, TypeError) as err:
@@ -196,21 +247,29 @@ class LogStore(Store):
             if not isinstance(e, dict):
                 raise _corrupt(namespace, scope, f"entry {i} is no object")
             if "id" in e:
-                if type(e.get("sequence")) is not int or e["sequence"] <= (
-                    nodes[-1]["sequence"] if nodes else 0
+                nid, kind, seq, rk = e["id"], e.get("kind"), e.get("sequence"), e.get("resourceKey")
+                if (
+                    not isinstance(nid, str)
+                    or not isinstance(kind, str)
+                    or not (rk is None or isinstance(rk, str))
+                    or type(seq) is not int
+                    or seq <= (nodes[-1][2] if nodes else 0)
                 ):
-                    raise _corrupt(namespace, scope, f"entry {i} is out of sequence")
-                nodes.append(e)
+                    raise _corrupt(namespace, scope, f"entry {i} is no node in sequence")
+                nodes.append((nid, kind, seq, rk))
                 raws.append(raw)
                 if "frontier" in e:
+                    if not isinstance(e["frontier"], list):
+                        raise _corrupt(namespace, scope, f"entry {i} has no list as frontier")
                     frontier = tuple(e["frontier"])
             elif i == 0 and type(e.get("generation")) is int:
                 generation = e["generation"]
             else:
                 raise _corrupt(namespace, scope, f"entry {i} is neither a node nor a generation")
-        return _Parsed(log.version, generation, frontier, nodes, raws)
+        return _Parsed(version, entries, generation, frontier, nodes, raws)
 
-    def _node(self, namespace: str, scope: str, e: dict[str, Any]) -> CausalNode:
+    def _node(self, namespace: str, scope: str, raw: str) -> CausalNode:
+        e: dict[str, Any] = orjson.loads(raw)  # parsed when the log was: valid JSON
         try:
             if "payload64" in e:
                 payload = self.codec.decode(namespace, scope, base64.b64decode(e["payload64"]))
@@ -218,7 +277,6 @@ class LogStore(Store):
                 payload = e["payload"]
             else:  # written by a plain store, read through another codec
                 payload = self.codec.decode(namespace, scope, orjson.dumps(e["payload"]))
-            rk = e.get("resourceKey")
             return new_node(
                 e["id"],
                 e["kind"],
@@ -226,7 +284,7 @@ class LogStore(Store):
                 payload,
                 e["createdAt"],
                 e["sequence"],
-                rk,
+                e.get("resourceKey"),
             )
         except (KeyError, TypeError, ValueError, binascii.Error) as err:
             if isinstance(err, TetherError):  # the codec's own (a cipher's KeyErased...)
@@ -276,7 +334,7 @@ class LogStore(Store):
                         namespace, w.scope, (w.expected_generation, w.expected_sequence), log.at
                     )
                 if w.nodes:
-                    held = {e["id"] for e in log.nodes}
+                    held = {e[0] for e in log.nodes}
                     dup = [n.id for n in w.nodes if n.id in held]
                     if dup:
                         raise DuplicateNodes(
@@ -315,7 +373,7 @@ class LogStore(Store):
         if log.at != (expected.generation, expected.sequence):
             raise conflict(namespace, scope, (expected.generation, expected.sequence), log.at)
         (record,) = write.nodes
-        if any(e["id"] == record.id for e in log.nodes):
+        if any(e[0] == record.id for e in log.nodes):
             raise DuplicateNodes(
                 f"scope {scope!r} already holds node {record.id}",
                 namespace=namespace,
@@ -323,7 +381,7 @@ class LogStore(Store):
                 ids=[record.id],
             )
         gone = set(cut)
-        kept = [raw for raw, e in zip(log.raw, log.nodes, strict=True) if e["sequence"] not in gone]
+        kept = [raw for raw, e in zip(log.raw, log.nodes, strict=True) if e[2] not in gone]
         gen = expected.generation + 1
         entries = (
             orjson.dumps({"generation": gen}).decode(),
@@ -371,45 +429,51 @@ class LogStore(Store):
         if limit <= 0:
             return []
         log = await self._load(namespace, scope)
-        picked = [
-            e
-            for e in log.nodes
-            if e["sequence"] > after and (before is None or e["sequence"] < before)
-        ]
-        picked = picked[::-1][:limit] if descending else picked[:limit]
-        return [self._node(namespace, scope, e) for e in picked]
+        seqs = [e[2] for e in log.nodes]
+        lo = bisect.bisect_right(seqs, after)
+        hi = len(seqs) if before is None else bisect.bisect_left(seqs, before)
+        picked = (
+            range(hi - 1, max(lo, hi - limit) - 1, -1)
+            if descending
+            else range(lo, min(hi, lo + limit))
+        )
+        return [self._node(namespace, scope, log.raw[i]) for i in picked]
 
     async def get_nodes(
         self, namespace: str, scope: str, ids: Sequence[str]
     ) -> dict[str, CausalNode]:
         want = set(ids)
         log = await self._load(namespace, scope)
-        return {e["id"]: self._node(namespace, scope, e) for e in log.nodes if e["id"] in want}
+        return {
+            e[0]: self._node(namespace, scope, raw)
+            for e, raw in zip(log.nodes, log.raw, strict=True)
+            if e[0] in want
+        }
 
     async def resource_head(self, namespace: str, scope: str, key: str) -> CausalNode | None:
         log = await self._load(namespace, scope)
-        for e in reversed(log.nodes):
-            if e.get("resourceKey") == key:
-                return self._node(namespace, scope, e)
+        for i in range(len(log.nodes) - 1, -1, -1):
+            if log.nodes[i][3] == key:
+                return self._node(namespace, scope, log.raw[i])
         return None
 
     async def resource_heads(
         self, namespace: str, scope: str, prefix: str = ""
     ) -> dict[str, CausalNode]:
         log = await self._load(namespace, scope)
-        newest: dict[str, dict[str, Any]] = {}
-        for e in log.nodes:
-            rk = e.get("resourceKey")
-            if isinstance(rk, str) and rk.startswith(prefix):
-                newest[rk] = e
-        return {k: self._node(namespace, scope, newest[k]) for k in sorted(newest)}
+        newest: dict[str, int] = {}
+        for i, e in enumerate(log.nodes):
+            rk = e[3]
+            if rk is not None and rk.startswith(prefix):
+                newest[rk] = i
+        return {k: self._node(namespace, scope, log.raw[newest[k]]) for k in sorted(newest)}
 
     async def versions(
         self, namespace: str, scope: str, key: str, *, limit: int = 1000
     ) -> list[CausalNode]:
         log = await self._load(namespace, scope)
-        found = [e for e in log.nodes if e.get("resourceKey") == key][: max(limit, 0)]
-        return [self._node(namespace, scope, e) for e in found]
+        found = [i for i, e in enumerate(log.nodes) if e[3] == key][: max(limit, 0)]
+        return [self._node(namespace, scope, log.raw[i]) for i in found]
 
     async def _names(self, namespace: str) -> list[str]:
         if self._closed:
@@ -456,12 +520,13 @@ class LogStore(Store):
         log = await self._load(namespace, scope)
         kinds: dict[str, int] = {}
         size = 0
-        for e in log.nodes:
-            kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
-            if "payload64" in e:
-                size += len(base64.b64decode(e["payload64"]))
-            else:
-                size += len(orjson.dumps(e["payload"]))
+        for e, raw in zip(log.nodes, log.raw, strict=True):
+            kinds[e[1]] = kinds.get(e[1], 0) + 1
+            d = orjson.loads(raw)
+            if "payload64" in d:
+                size += len(base64.b64decode(d["payload64"]))
+            else:  # the JSON codec's bytes, as orjson writes them again
+                size += len(orjson.dumps(d["payload"]))
         return ScopeStats(nodes=len(log.nodes), payload_bytes=size, kinds=kinds)
 
     async def close(self) -> None:

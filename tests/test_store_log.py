@@ -11,6 +11,7 @@ the contract (typed errors, nothing written).
 from __future__ import annotations
 
 import asyncio
+import secrets
 import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -18,14 +19,17 @@ from pathlib import Path
 import pytest
 
 import tether
+from test_crypto_rawscan import _traces, _write_everywhere
 from test_prune import (  # run again here, on the store fixture below
     test_a_dry_run_says_what_it_would_free_and_changes_nothing,
     test_a_writer_computed_before_the_prune_conflicts,
 )
 from tether import control, transact
 from tether.core.errors import StoreError
+from tether.crypto import MasterKey, encrypt_store
 from tether.store import Head, LogBackend, LogSave, LogStore, ScopeLog, ScopeWrite, Store
 from tether.store.examples import DictBackend, DirectoryBackend
+from tether.store.keys import MemoryKeyStore
 
 __all__ = [
     "test_a_dry_run_says_what_it_would_free_and_changes_nothing",
@@ -219,3 +223,20 @@ async def test_a_log_rewritten_behind_a_store_is_read_again(tmp_path: Path) -> N
     await transact(other, "ns", lambda txn: txn.append("thread:t", "goal", {"p": "y"}))
     backend.logs["ns", "thread:t"] = other.backend.logs["ns", "thread:t"]  # type: ignore[attr-defined]
     assert [n.payload for n in await store.nodes("ns", "thread:t")] == [{"p": "y"}]
+
+
+@pytest.mark.parametrize("encrypted", [False, True])
+async def test_an_encrypted_directory_holds_no_trace_of_what_was_written(
+    tmp_path: Path, encrypted: bool
+) -> None:
+    """tether.crypto over a LogStore (its key table where keystore= says): the files
+    hold ciphertext only. Without a cipher the same scan finds the marker."""
+    marker = "MARKER-" + secrets.token_hex(8)
+    store: Store = LogStore(DirectoryBackend(tmp_path / "d", durable=False))
+    if encrypted:
+        store = await encrypt_store(store, MasterKey.generate(), keystore=MemoryKeyStore())
+    await _write_everywhere(store, marker)
+    assert marker in (await store.nodes("rawscan", "thread:t1"))[0].payload["input"]
+    await store.close()
+    raw = b"".join(p.read_bytes() for p in (tmp_path / "d").rglob("*") if p.is_file())
+    assert bool([t for t in _traces(marker) if t in raw]) is not encrypted

@@ -10,6 +10,10 @@ and a *version* (an integer, 0 for a scope never saved, +1 on every save), and
   version the save expected (compare-and-set), all or nothing; return whether it saved;
 * ``namespaces()`` and ``scopes(namespace)``: the names saved so far.
 
+No ``delete``: a reset saves, with ``replace=True``, a log holding only the scope's new
+generation, which must outlive its nodes (a log dropped would restart the scope at
+generation 0, and a writer that computed against it before its first write would win).
+
 ``LogStore(backend)`` is a full ``tether.store.Store`` built on it: what the log holds
 (nodes as JSON, each commit's frontier, the generation after a reset or prune) and every
 rule of the contract are tether's, run here for every such backend: commits computed

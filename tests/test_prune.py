@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -86,12 +87,18 @@ async def build(store: Store, runs: list[dict[str, Any]]) -> Thread:
     return t
 
 
-async def projections(store: Store) -> dict[str, Any]:
-    """Every current projection of thread t, as plain data."""
+async def run_ids(store: Store) -> list[Any]:
+    return sorted(
+        {n.payload.get("run") for n in await store.nodes(NS, "thread:t") if n.kind == "goal"},
+        key=str,
+    )
+
+
+async def projections(store: Store, runs: list[Any]) -> dict[str, Any]:
+    """Every current projection of thread t, as plain data (views as each run sees them)."""
     out: dict[str, Any] = {}
-    runs = {n.payload.get("run") for n in await store.nodes(NS, "thread:t") if n.kind == "goal"}
     for llm in LLMS:
-        for run in [*sorted(runs, key=str)[-2:], None]:
+        for run in [*runs[-2:], None]:
             for pol in (Buffer(), Window(size=3)):
                 v = await conversation_view(store, NS, "t", llm=llm, run=run, policy=pol)
                 out[f"{llm}/{run}/{pol.name}"] = (v.messages, v.kept, v.summary)
@@ -120,10 +127,11 @@ def test_a_prune_leaves_every_current_projection(
     async def go() -> None:
         store = MemoryStore()
         await build(store, runs)
-        before = await projections(store)  # views kept by this store object from here
+        runs_before = await run_ids(store)
+        before = await projections(store, runs_before)  # views kept from here on
         nodes_before = await store.nodes(NS, "thread:t")
         result = await prune(store, NS, thread="t", **options)
-        after = await projections(store)
+        after = await projections(store, runs_before)
         assert after == before
         nodes_after = await store.nodes(NS, "thread:t")
         if result.nodes:
@@ -329,3 +337,74 @@ async def test_pruned_ciphertext_is_gone_from_an_encrypted_file(tmp_path: Path) 
     # The payloads of the nodes kept are still there; the cut ones' ciphertext is not.
     assert all(blobs[s] in data for s in blobs if s not in cut)
     assert not [s for s in cut if blobs[s] in data]
+
+
+# -- verify, export and import of a pruned scope ----------------------------------------
+
+
+async def test_a_pruned_scope_verifies_exports_what_it_lacks_and_imports(
+    store: Store, ns: str
+) -> None:
+    from tether.control import export_snapshot, import_snapshot, verify_scope
+    from tether.core.errors import InvalidSnapshot
+    from tether.core.graph import AgentState
+
+    await _long_thread(store, ns=ns)
+    done = await prune(store, ns, thread="t", keep_versions=1)
+    assert done.nodes > 0
+    check = await verify_scope(store, ns, "thread:t")
+    assert check.ok, check
+    data = await export_snapshot(store, ns, "thread:t")
+    snap = orjson.loads(data)
+    assert snap["version"] == 2 and list(snap)[:3] == ["version", "pruned", "nodes"]
+    assert snap["pruned"]["sequences"] and snap["pruned"]["parents"]
+    kept = await store.nodes(ns, "thread:t")
+    assert [n["id"] for n in snap["nodes"]] == [n.id for n in kept]
+    # A reader of whole graphs only (version 1) refuses it, and says why.
+    with pytest.raises(InvalidSnapshot) as e:
+        AgentState.from_dict(snap)
+    assert e.value.code == "version"
+    # It imports: the same nodes at the same sequences, which verify and export again
+    # byte for byte.
+    await import_snapshot(store, ns, "thread:copy", data)
+    assert [(n.sequence, n.id) for n in await store.nodes(ns, "thread:copy")] == [
+        (n.sequence, n.id) for n in kept
+    ]
+    assert (await verify_scope(store, ns, "thread:copy")).ok
+    assert await export_snapshot(store, ns, "thread:copy") == data
+    head = await store.head(ns, "thread:copy")
+    assert head.sequence == kept[-1].sequence and head.frontier == (kept[-1].id,)
+    # A snapshot whose pruned object is not what its records say is refused whole.
+    forged = {**snap, "pruned": {**snap["pruned"], "parents": snap["pruned"]["parents"][1:]}}
+    with pytest.raises(InvalidSnapshot):
+        await import_snapshot(store, ns, "thread:forged", orjson.dumps(forged))
+    shifted = [[a + 1, b + 1] for a, b in snap["pruned"]["sequences"]]
+    with pytest.raises(InvalidSnapshot) as e:
+        await import_snapshot(
+            store,
+            ns,
+            "thread:forged",
+            orjson.dumps({**snap, "pruned": {**snap["pruned"], "sequences": shifted}}),
+        )
+    assert e.value.code == "sequence"
+    assert (await store.head(ns, "thread:forged")).sequence == 0
+
+
+async def test_verify_finds_a_hole_no_prune_record_explains(tmp_path: Path) -> None:
+    import sqlite3
+
+    from tether.control import verify_scope
+
+    path = tmp_path / "v.db"
+    store = await tether.open_store(f"sqlite:///{path}")
+    try:
+        await _long_thread(store, 3)
+        assert (await verify_scope(store, NS, "thread:t")).ok
+        raw = sqlite3.connect(path)
+        raw.execute("DELETE FROM tether_nodes WHERE k & 4294967295 = 3")
+        raw.commit()
+        raw.close()
+        check = await verify_scope(store, NS, "thread:t")
+        assert not check.ok and check.code == "sequence", check
+    finally:
+        await store.close()

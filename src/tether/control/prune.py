@@ -48,6 +48,7 @@ from ..core import scopes
 from ..core.canonical import canonical_json
 from ..core.errors import Conflict, InvalidRequest
 from ..core.graph import CausalNode, make_node
+from ..core.validate import Pruned
 from ..projections.projection import SummaryContent, summary_key
 from ..projections.reads import read_nodes
 from ..store.base import Store, check_name
@@ -59,6 +60,8 @@ __all__ = [
     "plan_prune",
     "prune",
     "prune_record_payload",
+    "pruned_of",
+    "pruned_scope",
 ]
 
 PRUNE_KEY: Final = "prune"  # resource key of a scope's prune records
@@ -395,3 +398,30 @@ def _timestamp(value: Any) -> str:
         t = t.replace(tzinfo=dt.UTC)
     t = t.astimezone(dt.UTC)
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def pruned_of(records: Iterable[CausalNode]) -> Pruned:
+    """What the ``prune`` records of a scope (every version of its ``prune`` key) say it
+    lacks, together: the sequences cut (merged ranges) and the cut ids a node names."""
+    seqs: list[tuple[int, int]] = []
+    parents: set[str] = set()
+    for r in records:
+        p = r.payload.get("pruned") if isinstance(r.payload, dict) else None
+        if not isinstance(p, dict):
+            continue
+        for pair in p.get("sequences") or ():
+            if isinstance(pair, list) and len(pair) == 2 and all(type(x) is int for x in pair):
+                seqs.append((pair[0], pair[1]))
+        parents.update(x for x in p.get("parents") or () if isinstance(x, str))
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted(seqs):
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    return Pruned(merged, parents)
+
+
+async def pruned_scope(store: Store, namespace: str, scope: str) -> Pruned:
+    """What ``scope`` lacks after its prunes (empty: never pruned)."""
+    return pruned_of(await store.versions(namespace, scope, PRUNE_KEY, limit=1_000_000))

@@ -42,13 +42,21 @@ import orjson
 
 from ..core.erased import erased_placeholders, is_erased
 from ..core.errors import Conflict, InvalidSnapshot, KeyErased, NotFound, StoreError
-from ..core.graph import DEFAULT_LIMITS, SNAPSHOT_VERSION, AgentState, CausalNode, Limits
+from ..core.graph import (
+    DEFAULT_LIMITS,
+    PRUNED_SNAPSHOT_VERSION,
+    SNAPSHOT_VERSION,
+    AgentState,
+    CausalNode,
+    Limits,
+)
 from ..core.snapshot_stream import SnapshotStream
 from ..core.telemetry import telemetry
 from ..core.validate import NodeChecker
 from ..core.vocab import Vocabulary
 from ..crypto import bind_thread, bound_user, encrypted
 from ..store.base import Head, ScopeWrite, Store
+from .prune import PRUNE_KEY, pruned_of, pruned_scope
 from .types import ScopeCheck
 
 PAGE: Final = 1000
@@ -138,14 +146,25 @@ async def export_chunks(
         # is a KeyErased error up front, never a truncated snapshot (a second read).
         async for _ in _pages(store, namespace, scope, head, page=page):
             pass
-    yield b'{"version":%d,"nodes":[' % SNAPSHOT_VERSION
+    with erased_placeholders(False):
+        pruned = await pruned_scope(store, namespace, scope)
+    if pruned:
+        # A pruned scope's snapshot says what it lacks, before its nodes; its version
+        # (2) makes a reader that knows only whole graphs refuse it, not misread it.
+        what = {"sequences": [list(r) for r in pruned.ranges], "parents": sorted(pruned.parents)}
+        yield b'{"version":%d,"pruned":%s,"nodes":[' % (
+            PRUNED_SNAPSHOT_VERSION,
+            orjson.dumps(what),
+        )
+    else:
+        yield b'{"version":%d,"nodes":[' % SNAPSHOT_VERSION
     done = 0
     async for nodes in _pages(store, namespace, scope, head, page=page):
         parts = [orjson.dumps(n.to_dict()) for n in nodes]
         yield (b"," if done else b"") + b",".join(parts)
         done += len(nodes)
         if progress is not None:
-            progress(done, head.sequence)
+            progress(nodes[-1].sequence, head.sequence)
     await _same_generation(store, namespace, scope, head)
     yield b'],"frontier":' + orjson.dumps(list(head.frontier)) + b"}"
 
@@ -252,6 +271,8 @@ def check_snapshot_file(
     vocabulary: Vocabulary | None = None,
 ) -> ImportedSnapshot:
     """Check a snapshot as a stream (limits enforced while it is read), holding no node."""
+    if isinstance(data, dict) and data.get("version") == PRUNED_SNAPSHOT_VERSION:
+        data = orjson.dumps(data)  # a pruned snapshot is checked as a stream (its holes)
     if isinstance(data, dict | AgentState):
         state = load_snapshot(data, limits=limits, vocabulary=vocabulary)
         return ImportedSnapshot(len(state), state.frontier)
@@ -283,6 +304,8 @@ async def import_snapshot(
     written) or ``Conflict`` (code ``scope_not_empty``, or another writer got
     there first; nothing written).
     """
+    if isinstance(data, dict) and data.get("version") == PRUNED_SNAPSHOT_VERSION:
+        data = orjson.dumps(data)  # a pruned snapshot is checked as a stream (its holes)
     if isinstance(data, dict | AgentState):
         state = load_snapshot(data, limits=limits, vocabulary=vocabulary)
         await _write(
@@ -299,12 +322,22 @@ async def import_snapshot(
         start = f.tell()
         first = SnapshotStream(f, limits=limits, vocabulary=vocabulary)
         held: list[list[CausalNode]] | None = []
+        records: list[CausalNode] = []  # the prune records a pruned snapshot holds
         for batch in first.batches():
+            records += [n for n in batch if n.resource_key == PRUNE_KEY]
             if held is not None:
                 held.append(batch)
                 if first._t.read > _HOLD_BYTES:
                     held = None  # too big to hold: read it again to write it
         checked = ImportedSnapshot(first.count, first.frontier, first.sha256)
+        said = pruned_of(records)
+        if (said.ranges, said.parents) != (first.pruned.ranges, first.pruned.parents):
+            # What it says it lacks must be what its own prune records say, so the
+            # scope it becomes verifies (verify reads the records); else nothing is written.
+            raise InvalidSnapshot(
+                "the snapshot's pruned object is not what its prune records say it lacks",
+                code="sequence",
+            )
 
         def again() -> Iterator[list[CausalNode]]:
             f.seek(start)
@@ -318,7 +351,14 @@ async def import_snapshot(
 
         batches = (lambda: held) if held is not None else again
         await _write(
-            store, namespace, scope, replace, checked.nodes, batches, tuple(checked.frontier)
+            store,
+            namespace,
+            scope,
+            replace,
+            checked.nodes,
+            batches,
+            tuple(checked.frontier),
+            sparse=bool(first.pruned),
         )
         return checked
 
@@ -331,6 +371,8 @@ async def _write(
     count: int,
     batches: Callable[[], Iterable[Sequence[CausalNode]]],
     frontier: tuple[str, ...],
+    *,
+    sparse: bool = False,
 ) -> None:
     head = await store.head(namespace, scope)
     if head.sequence > 0:
@@ -352,6 +394,7 @@ async def _write(
                 expected_generation=head.generation,
                 batches=batches,
                 frontier=frontier,
+                **({"sparse": True} if sparse else {}),
             )
 
 
@@ -401,7 +444,10 @@ async def verify_scope(
     payload was erased is checked in all but its identity and counted in ``erased``.
     """
     head = await store.head(namespace, scope)
-    checker = NodeChecker(limits=_STORED_LIMITS)
+    # A pruned scope lacks what its prune records say, and nothing else (tether.control.prune).
+    with erased_placeholders(False):
+        pruned = await pruned_scope(store, namespace, scope)
+    checker = NodeChecker(limits=_STORED_LIMITS, pruned=pruned)
     newest: dict[str, tuple[int, str]] = {}
     # Sequences whose payload reads as erased (an encrypted store only: a plaintext
     # payload that happens to read {"$erased": true} is checked like any other).
@@ -438,16 +484,18 @@ async def verify_scope(
                 newest[n.resource_key] = (checker.count - 1, n.id)
         if progress is not None:
             progress(checker.count, head.sequence)
-    if checker.count != head.sequence:
+    if checker.sequence != head.sequence:
         return ScopeCheck(
             scope=scope,
             ok=False,
             checked=checker.count,
             code="sequence",
-            message=f"the head says {head.sequence} nodes; the store returned {checker.count}",
+            message=f"the head says {head.sequence} nodes; the store returned up to "
+            f"sequence {checker.sequence}",
             erased=found_erased,
         )
     try:
+        checker.check_end()
         checker.check_frontier(list(head.frontier))
     except InvalidSnapshot as e:
         return _failed(scope, e, checker.count, found_erased)

@@ -38,6 +38,8 @@ KINDS: Final = frozenset(
     }
 )
 SNAPSHOT_VERSION: Final = 1
+# A pruned scope's snapshot (tether.control.prune): version 1 plus what it lacks.
+PRUNED_SNAPSHOT_VERSION: Final = 2
 ID_PATTERN: Final = re.compile(r"^cw_[0-9a-f]{24}$")
 MiB: Final = 1024 * 1024
 

@@ -35,8 +35,8 @@ from typing import IO, Any, Final, NoReturn
 from . import strict_json
 from .canonical import CanonicalError
 from .errors import InvalidSnapshot
-from .graph import SNAPSHOT_VERSION, CausalNode, Limits
-from .validate import NodeChecker
+from .graph import PRUNED_SNAPSHOT_VERSION, SNAPSHOT_VERSION, CausalNode, Limits
+from .validate import NodeChecker, Pruned
 from .vocab import Vocabulary
 
 __all__ = ["SnapshotStream", "node_text_limit"]
@@ -176,6 +176,7 @@ class SnapshotStream:
         self.count = 0
         self.frontier: list[str] = []
         self.sha256 = ""
+        self.pruned = Pruned()  # what a pruned snapshot (version 2) says it lacks
 
     def batches(self) -> Iterator[list[CausalNode]]:
         t = self._t
@@ -200,15 +201,23 @@ class SnapshotStream:
                     self._check_version(version)
                 elif key == "frontier":
                     frontier = t.value()
+                elif key == "pruned" and version == PRUNED_SNAPSHOT_VERSION and "nodes" not in keys:
+                    checker.pruned = Pruned.from_json(t.value(), self.limits)
                 elif key == "nodes":
+                    if version == PRUNED_SNAPSHOT_VERSION and "pruned" not in keys:
+                        _fail(
+                            "version",
+                            "version 2 is a pruned snapshot, which says what it lacks "
+                            "(pruned) after its version and before its nodes",
+                        )
                     if t.peek() != "[":
                         _fail("shape", "nodes and frontier must be lists")
                     yield from self._nodes(checker)
                 else:
                     _fail(
                         "shape",
-                        "a snapshot has exactly version, nodes and frontier; "
-                        f"got the key {key[:64]!r}",
+                        "a snapshot has exactly version, nodes and frontier (and, pruned, "
+                        f"version 2 and pruned before its nodes); got the key {key[:64]!r}",
                     )
                 c = t.peek()
                 t.pos += 1
@@ -220,21 +229,26 @@ class SnapshotStream:
         if t.pos < len(t.buf):
             _fail("shape", "not valid JSON: extra data after the snapshot")
         self._check_version(version)
-        if keys != {"version", "nodes", "frontier"}:
-            _fail(
-                "shape",
-                f"a snapshot has exactly version, nodes and frontier; got {sorted(keys)}",
-            )
+        want = {"version", "nodes", "frontier"}
+        if version == PRUNED_SNAPSHOT_VERSION:
+            want.add("pruned")
+        if keys != want:
+            _fail("shape", f"a snapshot has exactly {sorted(want)}; got {sorted(keys)}")
         if not isinstance(frontier, list):
             _fail("shape", "nodes and frontier must be lists")
+        checker.check_end()
         self.frontier = checker.check_frontier(frontier)
+        self.pruned = checker.pruned
         self.count = checker.count
         self.sha256 = t.digest.hexdigest()
 
     @staticmethod
     def _check_version(version: Any) -> None:
-        if type(version) is not int or version != SNAPSHOT_VERSION:
-            _fail("version", f"unsupported snapshot version {version!r}; expected 1")
+        if type(version) is not int or version not in (SNAPSHOT_VERSION, PRUNED_SNAPSHOT_VERSION):
+            _fail(
+                "version",
+                f"unsupported snapshot version {version!r}; expected 1 (or 2: a pruned scope)",
+            )
 
     def _nodes(self, checker: NodeChecker) -> Iterator[list[CausalNode]]:
         t = self._t

@@ -6,6 +6,8 @@ canonicalises its payload once and recomputes its identity.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -72,6 +74,12 @@ def validate_snapshot(
         or type(data["version"]) is not int
         or data["version"] != SNAPSHOT_VERSION
     ):
+        if data.get("version") == 2 and type(data.get("version")) is int:
+            _fail(
+                "version",
+                "a pruned snapshot (version 2) is read as JSON text or a file "
+                "(tether.control.import_snapshot, check_snapshot_file), not as an AgentState",
+            )
         _fail("version", f"unsupported snapshot version {data.get('version')!r}; expected 1")
     if set(data) != {"version", "nodes", "frontier"}:
         _fail(
@@ -98,6 +106,64 @@ def validate_snapshot(
     return nodes, checker.check_frontier(frontier)
 
 
+class Pruned:
+    """What a pruned graph lacks (a snapshot's ``pruned`` object, version 2): the
+    sequences cut, as ascending ``[first, last]`` ranges, and the ids of those a
+    remaining node names as a parent."""
+
+    __slots__ = ("_firsts", "parents", "ranges")
+
+    def __init__(self, ranges: Sequence[tuple[int, int]] = (), parents: Iterable[str] = ()) -> None:
+        self.ranges = tuple(ranges)
+        self._firsts = [a for a, _ in self.ranges]
+        self.parents = frozenset(parents)
+
+    @classmethod
+    def from_json(cls, data: Any, limits: Limits) -> Pruned:
+        """A snapshot's ``pruned`` object, checked: ``{"sequences": [[first, last], ...],
+        "parents": [id, ...]}``, ranges ascending and apart, ids well formed."""
+        if not isinstance(data, dict) or set(data) != {"sequences", "parents"}:
+            _fail("shape", "pruned is an object {sequences, parents}")
+        seqs, parents = data["sequences"], data["parents"]
+        if not isinstance(seqs, list) or not isinstance(parents, list):
+            _fail("shape", "pruned sequences and parents are lists")
+        if len(seqs) > limits.max_nodes or len(parents) > limits.max_nodes:
+            _fail("too_large", f"pruned lists over {limits.max_nodes} entries")
+        ranges: list[tuple[int, int]] = []
+        end = 0
+        for r in seqs:
+            if (
+                not isinstance(r, list)
+                or len(r) != 2
+                or any(type(x) is not int for x in r)
+                or not 1 <= r[0] <= r[1]
+                or (ranges and r[0] <= end + 1)  # ascending, apart (adjacent ones merge)
+            ):
+                _fail("shape", f"pruned sequences are ascending [first, last] ranges, got {r!r}")
+            ranges.append((r[0], r[1]))
+            end = r[1]
+        for p in parents:
+            if not isinstance(p, str) or not ID_PATTERN.fullmatch(p):
+                _fail("shape", f"a pruned parent is a node id, got {p!r}")
+        if len(set(parents)) != len(parents):
+            _fail("duplicate_id", "a pruned parent appears twice")
+        return cls(ranges, parents)
+
+    def next_after(self, sequence: int) -> int:
+        """The sequence of the node after ``sequence``: the next one not cut."""
+        s = sequence + 1
+        i = bisect_right(self._firsts, s) - 1
+        if i >= 0 and self.ranges[i][0] <= s <= self.ranges[i][1]:
+            return self.ranges[i][1] + 1
+        return s
+
+    def last(self) -> int | None:
+        return self.ranges[-1][1] if self.ranges else None
+
+    def __bool__(self) -> bool:
+        return bool(self.ranges)
+
+
 class NodeChecker:
     """Checks nodes one at a time, in sequence order, exactly as import validation does.
 
@@ -114,6 +180,7 @@ class NodeChecker:
         limits: Limits,
         vocabulary: Vocabulary | None = None,
         position: dict[str, int] | None = None,
+        pruned: Pruned | None = None,
     ) -> None:
         self.limits = limits
         self.vocabulary = vocabulary
@@ -121,6 +188,10 @@ class NodeChecker:
         self.seen: set[str] = set()
         self.count = 0
         self.total = 0
+        # A pruned graph (tether.control.prune): these sequences are absent, and a
+        # node may name one of these cut ids as a parent.
+        self.pruned = pruned or Pruned()
+        self.sequence = 0  # the sequence of the last node checked
 
     def check(self, raw: Any, *, erased: bool = False) -> CausalNode:
         """Check the next node (index ``self.count``); return it or raise InvalidSnapshot.
@@ -150,9 +221,10 @@ class NodeChecker:
         seq = raw["sequence"]
         if type(seq) is not int:
             _fail("shape", "sequence must be an integer", i, nid)
-        if seq != i + 1:
-            _fail("sequence", f"sequence {seq} where {i + 1} was expected", i, nid)
-        if nid in seen:
+        want = self.pruned.next_after(self.sequence)
+        if seq != want:
+            _fail("sequence", f"sequence {seq} where {want} was expected", i, nid)
+        if nid in seen or nid in self.pruned.parents:
             _fail("duplicate_id", "id appears twice", i, nid)
         created = raw["createdAt"]
         if not isinstance(created, str):
@@ -171,7 +243,7 @@ class NodeChecker:
         for p in parents:
             if not isinstance(p, str):
                 _fail("shape", "a parent is a node id string", i, nid)
-            if p not in seen:
+            if p not in seen and p not in self.pruned.parents:
                 if position.get(p, -1) >= i:
                     _fail("parent_order", f"parent {p} does not come earlier in sequence", i, nid)
                 _fail("parent_missing", f"parent {p!r} is not in the snapshot", i, nid)
@@ -222,6 +294,7 @@ class NodeChecker:
             )
         seen.add(nid)
         self.count += 1
+        self.sequence = seq
         return CausalNode(
             id=nid,
             kind=kind,
@@ -231,6 +304,12 @@ class NodeChecker:
             sequence=seq,
             resource_key=rk,
         )
+
+    def check_end(self) -> None:
+        """After the last node: every sequence said to be pruned lies before it."""
+        last = self.pruned.last()
+        if last is not None and last > self.sequence:
+            _fail("sequence", f"sequence {last} is said to be pruned, after the last node")
 
     def check_frontier(self, frontier: Any) -> list[str]:
         """Check a frontier against the nodes checked so far; return it as given."""

@@ -85,6 +85,9 @@ class ScopeWrite:
     expected_sequence: int
     nodes: tuple[CausalNode, ...]
     frontier: tuple[str, ...]
+    # The nodes' sequences only ascend, with holes where nodes were pruned (an import
+    # of a pruned snapshot, version 2); the head's sequence becomes the last node's.
+    sparse: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -170,6 +173,8 @@ def check_writes(namespace: str, writes: Sequence[ScopeWrite]) -> None:
                 raise InvalidNode(f"node {nid} appears twice in one write", code="duplicate_id")
             if n.kind not in KINDS:
                 raise InvalidNode(f"unknown kind {n.kind!r}", code="kind")
+            if w.sparse and type(n.sequence) is int and n.sequence > seq:
+                seq = n.sequence  # a hole: the nodes between were pruned
             if n.sequence != seq:
                 raise InvalidNode(
                     f"node {nid} has sequence {n.sequence!r}; a write computed against "
@@ -245,8 +250,11 @@ class Store(ABC):
         expected_generation: int,
         batches: Callable[[], Iterable[Sequence[CausalNode]]],
         frontier: tuple[str, ...],
+        sparse: bool = False,
     ) -> None:
         """Write a whole scope (empty at ``expected_generation``) from batches, atomically.
+
+        ``sparse``: the sequences may have holes (a pruned scope's snapshot).
 
         ``batches()`` produces the nodes (sequences 1..n, in order) a batch at a
         time; it may be called again from the start if the backend retries. The
@@ -264,6 +272,7 @@ class Store(ABC):
                     expected_sequence=0,
                     nodes=nodes,
                     frontier=frontier,
+                    sparse=sparse,
                 )
             ],
         )

@@ -98,6 +98,9 @@ class MemoryStore(Store):
                     continue
                 sc = ns.setdefault(w.scope, _Scope())
                 for entry in enc:
+                    while len(sc.nodes) < entry[0].sequence - 1:  # a sparse write's holes
+                        sc.nodes.append(None)
+                        sc.holes += 1
                     idx = len(sc.nodes)
                     sc.nodes.append(entry)
                     node = entry[0]

@@ -443,7 +443,9 @@ class PostgresStore(Store):
             scopes.append(w.scope)
             gens.append(w.expected_generation)
             seqs.append(w.expected_sequence)
-            counts.append(len(w.nodes))
+            # How far the sequence moves (the number of nodes, unless a sparse write's
+            # holes are among them).
+            counts.append(w.nodes[-1].sequence - w.expected_sequence if w.nodes else 0)
             frontiers.append(pack_ids(w.frontier))
             for n in w.nodes:
                 n_scope.append(i)

@@ -288,7 +288,7 @@ class RedisStore(Store):
             w.scope,
             w.expected_generation,
             w.expected_sequence,
-            w.expected_sequence + len(w.nodes),
+            w.nodes[-1].sequence if w.nodes else w.expected_sequence,
             ",".join(w.frontier),
             len(w.nodes),
         ]

@@ -537,11 +537,12 @@ class SQLiteStore(Store):
         expected_generation: int,
         batches: Callable[[], Iterable[Sequence[CausalNode]]],
         frontier: tuple[str, ...],
+        sparse: bool = False,
     ) -> None:
         # One transaction, written a batch at a time on the store's thread: the
         # caller's batches are read there too, so only one batch is held.
         await self._call(
-            self._commit_stream, namespace, scope, expected_generation, batches, frontier
+            self._commit_stream, namespace, scope, expected_generation, batches, frontier, sparse
         )
 
     def _commit_stream(
@@ -551,6 +552,7 @@ class SQLiteStore(Store):
         generation: int,
         batches: Callable[[], Iterable[Sequence[CausalNode]]],
         frontier: tuple[str, ...],
+        sparse: bool = False,
     ) -> None:
         c = self._c
         self._heads.pop((namespace, scope), None)
@@ -562,10 +564,10 @@ class SQLiteStore(Store):
                 if pending:
                     # Not the last batch: its frontier is never seen (the transaction
                     # commits whole), so the compact one-head form stands in.
-                    seq = self._stream_one(namespace, scope, generation, seq, pending, None)
+                    seq = self._stream_one(namespace, scope, generation, seq, pending, None, sparse)
                 pending = tuple(batch)
             if pending:
-                self._stream_one(namespace, scope, generation, seq, pending, frontier)
+                self._stream_one(namespace, scope, generation, seq, pending, frontier, sparse)
             c.execute("COMMIT")
         except BaseException:
             self._rollback()
@@ -579,6 +581,7 @@ class SQLiteStore(Store):
         seq: int,
         nodes: tuple[CausalNode, ...],
         frontier: tuple[str, ...] | None,
+        sparse: bool = False,
     ) -> int:
         w = ScopeWrite(
             scope=scope,
@@ -586,10 +589,11 @@ class SQLiteStore(Store):
             expected_sequence=seq,
             nodes=nodes,
             frontier=(nodes[-1].id,) if frontier is None else frontier,
+            sparse=sparse,
         )
         check_writes(namespace, [w])
         self._commit_one(namespace, self._prepare(namespace, w))
-        return seq + len(nodes)
+        return nodes[-1].sequence
 
     def _prepare(self, namespace: str, w: ScopeWrite) -> _Prepared:
         # Everything that needs no lock is done before the commit's statement: the row
@@ -658,7 +662,7 @@ class SQLiteStore(Store):
                     p.scope,
                     Head(
                         generation=p.generation,
-                        sequence=p.sequence + len(p.rows),
+                        sequence=p.rows[-1][0],  # the last node's (a sparse write has holes)
                         frontier=p.frontier,
                     ),
                 )
@@ -788,6 +792,7 @@ class SQLiteStore(Store):
         self, namespace: str, scope: str, expected: Head, cut: tuple[int, ...], p: _Prepared
     ) -> Head:
         c = self._c
+        self._heads.pop((namespace, scope), None)  # what was known of it is stale after
         # The freed pages are zeroed (an encrypted store's pruned ciphertext is gone from
         # the file, not only unlinked), for this transaction.
         secure = c.execute("PRAGMA secure_delete").fetchone()[0]

@@ -408,3 +408,68 @@ async def test_verify_finds_a_hole_no_prune_record_explains(tmp_path: Path) -> N
         assert not check.ok and check.code == "sequence", check
     finally:
         await store.close()
+
+
+# -- the CLI and HTTP ------------------------------------------------------------------
+
+
+def test_the_cli_prunes_after_a_dry_run(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from tether.cli import main
+
+    path = str(tmp_path / "cli.db")
+
+    async def fill() -> None:
+        async with await tether.open_store(path) as store:
+            await _long_thread(store, 5, ns="default")
+
+    asyncio.run(fill())
+
+    def cli(*args: str) -> Any:
+        return CliRunner().invoke(main, ["--store", path, *args], catch_exceptions=False)
+
+    dry = cli("--json", "prune", "--thread", "t", "--keep-versions", "1", "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    plan = orjson.loads(dry.stdout)
+    assert plan["dry_run"] and plan["nodes"] > 0 and plan["record"] is None
+    asked = cli("prune", "--thread", "t")  # no terminal: refused, nothing cut
+    assert asked.exit_code == 2 and "--yes" in asked.stderr
+    done = cli("prune", "--thread", "t", "--keep-versions", "1", "--yes")
+    assert done.exit_code == 0
+    assert f"freed {plan['nodes']} node(s), {plan['payload_bytes']} payload bytes" in done.stdout
+    assert cli("verify", "--thread", "t").exit_code == 0
+    again = orjson.loads(cli("--json", "prune", "-t", "t", "--keep-versions", "1", "-y").stdout)
+    assert again["nodes"] == 0
+    bad = cli("prune", "--thread", "t", "--keep-versions", "0", "-y")
+    assert bad.exit_code == 2 and "keep_versions" in bad.stderr
+
+
+async def test_http_prunes_a_thread_with_its_grant() -> None:
+    import httpx
+
+    from _server_helpers import TOKEN
+    from tether.server import Tokens, create_app
+
+    store = MemoryStore()
+    await _long_thread(store, 4, ns="default")
+    app = create_app(store, tokens=Tokens.single(TOKEN))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://tether",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    ) as client:
+        url = "/v1/ns/default/threads/t/prune"
+        dry = await client.post(url, json={"dry_run": True, "keep_versions": 1})
+        assert dry.status_code == 200, dry.text
+        assert dry.json()["dry_run"] and dry.json()["nodes"] > 0
+        done = await client.post(url, json={"keep_versions": 1})
+        assert done.status_code == 200 and done.json()["nodes"] == dry.json()["nodes"]
+        assert (
+            done.json()["record"]
+            == (await store.resource_head("default", "thread:t", PRUNE_KEY)).id
+        )  # type: ignore[union-attr]
+        bad = await client.post(url, json={"keep_versions": 1, "bogus": 1})
+        assert bad.status_code == 400 and bad.json()["code"] == "invalid_request"
+        bad = await client.post(url, json={"finished_before": "soon"})
+        assert bad.status_code == 400 and bad.json()["details"]["field"] == "finished_before"

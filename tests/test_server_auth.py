@@ -108,6 +108,7 @@ ENDPOINTS: list[tuple[str, str, Any, str | None]] = [
     ("GET", "/v1/ns/default/threads/billing/approvals", None, "state.describe"),
     # A plain store: refused with 409 not_encrypted once the grant lets it through.
     ("POST", "/v1/ns/default/users/ada/erase", None, "state.erase"),
+    ("POST", "/v1/ns/default/threads/support-1/prune", {"dry_run": True}, "state.prune"),
     ("POST", "/v1/ns/default/threads/support-1/step", {"input": "hi", "user": "ada"}, "agent.step"),
     ("POST", "/v1/ns/default/threads/support-1/resume", None, "agent.step"),
     ("POST", "/v1/ns/default/threads/support-1/approve", {"call": "call_x"}, "agent.approve"),

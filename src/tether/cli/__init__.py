@@ -784,6 +784,79 @@ def erase_user(ctx: click.Context, user: str, yes: bool) -> None:
     )
 
 
+# --------------------------------------------------------------------------- prune
+
+
+@main.command()
+@click.option("--thread", "-t", metavar="ID", help="The thread to prune.")
+@click.option("--user", "-u", metavar="ID", help="The user scope to prune (not a thread).")
+@click.option(
+    "--keep-versions",
+    type=int,
+    metavar="N",
+    help="Keep the newest N versions of each variable and memory; older ones go.",
+)
+@click.option(
+    "--finished-before",
+    metavar="TIME",
+    help="Runs finished before this ISO 8601 time lose what no view shows.",
+)
+@click.option(
+    "--compacted/--no-compacted",
+    default=True,
+    show_default=True,
+    help="Remove the finished runs a compaction summary stands for.",
+)
+@click.option("--dry-run", is_flag=True, help="Say what would be freed; change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def prune(
+    ctx: click.Context,
+    thread: str | None,
+    user: str | None,
+    keep_versions: int | None,
+    finished_before: str | None,
+    compacted: bool,
+    dry_run: bool,
+    yes: bool,
+) -> None:
+    """Physically remove what nothing current needs from a thread (or user, or app) scope.
+
+    What a compaction summary stands for, versions past --keep-versions, and of runs
+    finished before --finished-before what no view shows. The current version of
+    everything, unfinished runs and the latest run stay; every remaining node keeps its
+    id, and a record of what was cut lets verify prove the rest. --dry-run first.
+    """
+    s = _settings(ctx)
+    where = f"thread {thread}" if thread else f"user {user}" if user else "the app scope"
+    if not dry_run and not yes:
+        confirm(s, f"prune {where} of namespace {s.namespace} in {s.store_url}")
+
+    def go(store: Store) -> Awaitable[control.PruneResult]:
+        return control.prune(
+            store,
+            s.namespace,
+            thread=thread,
+            user=user,
+            compacted=compacted,
+            keep_versions=keep_versions,
+            finished_before=finished_before,
+            dry_run=dry_run,
+        )
+
+    result = run(s, go)
+    verb = "would free" if result.dry_run else "freed"
+    reasons = ", ".join(f"{k}: {v}" for k, v in sorted(result.reasons.items()))
+    emit(
+        s,
+        result.to_dict(),
+        lambda c: c.print(
+            f"{where}: {verb} {result.nodes} node(s), {result.payload_bytes} payload bytes"
+            + (f" ({reasons})" if reasons else "")
+        ),
+    )
+
+
 # --------------------------------------------------------------------------- compact
 
 

@@ -6,6 +6,8 @@ one run's metadata and status history, ``pending_approvals`` the tool calls a
 thread's latest run waits on, and ``reindex`` rebuilds the run index from the
 threads (``tether.control.tasks``).
 ``erase_user`` erases a user of an encrypted store (``tether.control.erasure``).
+``prune`` removes what nothing current needs from a scope, or says what it would
+(``dry_run``) (``tether.control.prune``).
 
 The same operations serve Python, the ``tether`` CLI and HTTP; their typed
 request, per-store report and result objects round-trip through JSON. See
@@ -29,6 +31,7 @@ from .ops import (
     reset,
     verify,
 )
+from .prune import PruneResult, prune
 from .snapshot import (
     export_chunks,
     export_snapshot,
@@ -70,6 +73,7 @@ __all__ = [
     "ErasureResult",
     "FlowState",
     "Operation",
+    "PruneResult",
     "RunList",
     "RunSummary",
     "ScopeCheck",
@@ -95,6 +99,7 @@ __all__ = [
     "import_snapshot",
     "load_snapshot",
     "pending_approvals",
+    "prune",
     "reindex",
     "reset",
     "runs",

@@ -329,6 +329,34 @@ ERASURE_RESULT: Final = _object(
     description="ErasureResult: the data keys destroyed (ids only) and what followed.",
 )
 
+PRUNE_REQUEST: Final = _object(
+    {
+        "keep_versions": {**_nullable({"type": "integer", "minimum": 1})},
+        "finished_before": {**_nullable(_STR), "description": "An ISO 8601 time."},
+        "compacted": {"type": "boolean", "default": True},
+        "dry_run": {"type": "boolean", "default": False},
+    },
+    required=(),
+    closed=True,
+)
+
+PRUNE_RESULT: Final = _object(
+    {
+        "operation": {"type": "string", "enum": ["prune"]},
+        "namespace": _STR,
+        "scope": _STR,
+        "dry_run": {"type": "boolean"},
+        "nodes": _COUNT,
+        "payload_bytes": _COUNT,
+        "reasons": {"type": "object", "additionalProperties": _COUNT},
+        "digest": _STR,
+        "record": _nullable(_NODE_ID),
+        "generation": _COUNT,
+    },
+    required=("operation", "namespace", "scope", "dry_run", "nodes", "payload_bytes"),
+    description="PruneResult: the nodes and payload bytes removed (or, dry_run, that would be).",
+)
+
 TRANSITION: Final = _object(
     {"status": _RUN_STATUS, "at": _STR, "node": _NODE_ID},
     required=("status", "at", "node"),
@@ -399,6 +427,8 @@ COMPONENTS: Final[dict[str, Schema]] = {
     "PendingApprovals": PENDING_APPROVALS,
     "StepResult": STEP_RESULT,
     "ErasureResult": ERASURE_RESULT,
+    "PruneRequest": PRUNE_REQUEST,
+    "PruneResult": PRUNE_RESULT,
     "Transition": TRANSITION,
     "TaskState": TASK_STATE,
     "RunSummary": RUN_SUMMARY,

@@ -107,6 +107,7 @@ GRANTS: Final[tuple[str, ...]] = (
     "state.fork",
     "state.verify",
     "state.erase",
+    "state.prune",
     "agent.step",
     "agent.approve",
     "metrics",

@@ -206,6 +206,46 @@ def router() -> APIRouter:
             )
         return await at.operation("fork", node=body.get("node"), new_thread=body.get("new_thread"))
 
+    @r.post(
+        "/threads/{thread}/prune",
+        summary="Remove what nothing current needs from the thread, or say what would go",
+        description=(
+            "What a compaction summary stands for, versions of variables and memories "
+            "past keep_versions, and of runs finished before finished_before what no view "
+            "shows. The current version of everything, unfinished runs and the latest run "
+            "stay; the remaining nodes keep their ids and a record of the cut lets verify "
+            "prove them. dry_run: what would be freed, nothing changed. A writer that "
+            "computed against the head before gets 409. Needs the grant `state.prune`."
+        ),
+        dependencies=[need("state.prune")],
+        openapi_extra=request_body("PruneRequest", required=False),
+        responses={
+            **ok("PruneResult", "What was (or, dry_run, would be) removed."),
+            **errors(400, 401, 403, 409, 413),
+        },
+    )
+    async def prune_thread(request: Request, at: ThreadAt) -> Response:
+        raw = await read_json(request, required=False)
+        body = {} if raw is None else json_object(raw, "a prune request")
+        allowed = {"keep_versions", "finished_before", "compacted", "dry_run"}
+        unknown = set(body) - allowed
+        if unknown:
+            raise InvalidRequest(
+                f"unknown field {sorted(unknown)[0]!r}; a prune request has "
+                + ", ".join(sorted(allowed)),
+                field=sorted(unknown)[0],
+            )
+        result = await control.prune(
+            await at.store(),
+            at.namespace,
+            thread=at.thread,
+            compacted=body.get("compacted", True),
+            keep_versions=body.get("keep_versions"),
+            finished_before=body.get("finished_before"),
+            dry_run=body.get("dry_run", False),
+        )
+        return json_response(result.to_dict())
+
     @r.get(
         "/threads/{thread}/verify",
         summary="Recompute every identity and link of the thread",

@@ -473,3 +473,61 @@ async def test_http_prunes_a_thread_with_its_grant() -> None:
         assert bad.status_code == 400 and bad.json()["code"] == "invalid_request"
         bad = await client.post(url, json={"finished_before": "soon"})
         assert bad.status_code == 400 and bad.json()["details"]["field"] == "finished_before"
+
+
+# -- the SQLite file shrinks ------------------------------------------------------------
+
+
+def _file_size(path: Path) -> int:
+    wal = Path(str(path) + "-wal")
+    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+async def test_a_pruned_sqlite_file_shrinks(tmp_path: Path) -> None:
+    path = tmp_path / "shrink.db"
+    url = f"sqlite:///{path}"
+    async with await tether.open_store(url) as store:
+        t = Thread(store, NS, "t")
+        big = "x" * 2000
+        for i in range(60):
+            await t.turn(f"run_{i}", f"{big} {i}", f"{big} answer {i}")
+        await compact(store, NS, "t", strategy="recent", max_messages=4, preserve_recent=2)
+    before = _file_size(path)  # closed: the WAL is checkpointed into the file
+    async with await tether.open_store(url) as store:
+        result = await prune(store, NS, thread="t")
+        assert result.nodes > 150 and result.payload_bytes > 200_000
+    after = _file_size(path)
+    assert after < before - 200_000, (before, after)
+
+
+async def test_an_older_file_is_switched_to_incremental_vacuum(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file of the last release: schema 3, auto_vacuum NONE. Opened now, it is migrated
+    # in place (VACUUM once, its data as it was) and a prune shrinks it.
+    import sqlite3
+
+    import tether.store.sqlite as mod
+    from tether.store import _sqlite_schema
+
+    path = tmp_path / "old.db"
+    url = f"sqlite:///{path}"
+    with monkeypatch.context() as m:
+        m.setattr(mod, "MIGRATIONS", _sqlite_schema.MIGRATIONS[:3])
+        m.setattr(mod, "LATEST", 3)
+        async with await tether.open_store(url) as store:
+            await _long_thread(store, 8)
+            nodes = [(n.sequence, n.id) for n in await store.nodes(NS, "thread:t")]
+    raw = sqlite3.connect(path)
+    raw.execute("PRAGMA auto_vacuum=NONE")
+    raw.execute("VACUUM")
+    assert raw.execute("PRAGMA auto_vacuum").fetchone()[0] == 0
+    raw.close()
+    async with await tether.open_store(url) as store:
+        assert await store.schema_version() == _sqlite_schema.INCREMENTAL_VACUUM
+        assert [(n.sequence, n.id) for n in await store.nodes(NS, "thread:t")] == nodes
+        assert (await prune(store, NS, thread="t")).nodes > 0
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
+    assert raw.execute("PRAGMA freelist_count").fetchone()[0] == 0  # freed, not kept
+    raw.close()

@@ -207,7 +207,7 @@ async def test_an_older_file_opens_with_its_resource_heads_read_from_the_index(
             assert await s.schema_version() == version
     async with await open_store(url) as s:
         assert isinstance(s, SQLiteStore) and s._conn is not None
-        assert await s.schema_version() == _sqlite_schema.LATEST == 3
+        assert await s.schema_version() == _sqlite_schema.LATEST == 4
         tables = {r[0] for r in s._conn.execute("SELECT name FROM sqlite_schema")}
         assert "tether_resource_heads" not in tables and "tether_nodes_head" not in tables
         assert await s.resource_head("ns", "thread:t", "var:x") == old

@@ -98,4 +98,17 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
 )
 
+# The file frees the pages a prune empties (auto_vacuum=INCREMENTAL; issue 43). Nothing
+# runs in the migrations' transaction: the switch needs a VACUUM, which the store runs
+# right after it commits (SQLiteStore._vacuum_mode). Kept last: renumber it if a
+# migration lands before it.
+INCREMENTAL_VACUUM = 4
+MIGRATIONS += (
+    Migration(
+        version=INCREMENTAL_VACUUM,
+        name="auto_vacuum=INCREMENTAL: a prune's freed pages shrink the file",
+        statements=(),
+    ),
+)
+
 LATEST = MIGRATIONS[-1].version

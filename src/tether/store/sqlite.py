@@ -62,7 +62,7 @@ from ._sql import (
 from ._sqlite_busy import failed as _failed
 from ._sqlite_busy import is_busy as _is_busy
 from ._sqlite_busy import retry_busy
-from ._sqlite_schema import LATEST, MIGRATIONS
+from ._sqlite_schema import INCREMENTAL_VACUUM, LATEST, MIGRATIONS
 from .base import (
     DuplicateNodes,
     Head,
@@ -364,6 +364,10 @@ class SQLiteStore(Store):
 
     def _setup(self) -> None:
         c = self._c
+        # A new file frees the pages a prune empties (PRAGMA incremental_vacuum, in
+        # _prune): auto_vacuum can only be chosen before the first table. An older
+        # file is switched once its schema reaches INCREMENTAL_VACUUM (_vacuum_mode).
+        c.execute("PRAGMA auto_vacuum=INCREMENTAL")
         mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal" and self.path != ":memory:":
             raise StoreError(f"could not switch {self.path!r} to WAL (journal_mode={mode})")
@@ -375,6 +379,7 @@ class SQLiteStore(Store):
             c.execute("PRAGMA fullfsync=ON")
         version = self._schema_version()
         if version == LATEST:
+            self._vacuum_mode()
             return
         if version > LATEST:
             raise StoreError(
@@ -402,6 +407,20 @@ class SQLiteStore(Store):
         except BaseException:
             self._rollback()
             raise
+        self._vacuum_mode()
+
+    def _vacuum_mode(self) -> None:
+        """Migration INCREMENTAL_VACUUM's second half: auto_vacuum takes effect on a file
+        that has tables only through a VACUUM, which no transaction may hold, so it runs
+        here, after the migrations committed (and again at the next open if a crash came
+        between). Once per file: the whole file is rewritten, under SQLite's locks."""
+        c = self._c
+        if self.path == ":memory:" or self._schema_version() < INCREMENTAL_VACUUM:
+            return
+        if c.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:  # INCREMENTAL
+            return
+        c.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        c.execute("VACUUM")  # busy: _setup runs again (_call retries it whole)
 
     def _schema_version(self) -> int:
         c = self._c
@@ -818,6 +837,10 @@ class SQLiteStore(Store):
             raise
         finally:
             c.execute(f"PRAGMA secure_delete={int(secure)}")
+        # The freed pages go back to the file system (auto_vacuum=INCREMENTAL): the file
+        # shrinks once the WAL is checkpointed.
+        # executescript steps it to its end (one execute() frees a single page).
+        c.executescript("PRAGMA incremental_vacuum;")
         (record,) = p.rows
         return Head(
             generation=expected.generation + 1,

@@ -37,13 +37,16 @@ async def phase_write(sys_: System, args: argparse.Namespace) -> dict[str, Any]:
     await sys_.setup(Path(args.workdir), fresh=True)
     setup_s = time.perf_counter() - t0
     lat: list[float] = []
+    cpu: list[float] = []  # process time: what a loaded machine barely moves
     capped = False
     start = time.perf_counter()
     for i in range(args.turns):
         u, a = turn_messages(THREAD_A, i)
+        c = time.process_time()
         t = time.perf_counter()
         await sys_.write_turn(THREAD_A, i, u, a)
         lat.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
         if args.budget and time.perf_counter() - start > args.budget and i + 1 < args.turns:
             capped = True
             break
@@ -58,6 +61,7 @@ async def phase_write(sys_: System, args: argparse.Namespace) -> dict[str, Any]:
         "capped": capped,
         "total_s": total,
         "latencies_ms": [x * 1e3 for x in lat],
+        "cpu_ms": [x * 1e3 for x in cpu],
         "bytes": nbytes,
         "bytes_per_turn": nbytes / max(1, len(lat)),
         "bytes_by_object": sys_.bytes_by_object(),
@@ -72,7 +76,9 @@ async def phase_load(sys_: System, args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     await sys_.setup(Path(args.workdir), fresh=False)
     t1 = time.perf_counter()
+    c1 = time.process_time()
     msgs = await sys_.load(THREAD_A)
+    c2 = time.process_time()
     t2 = time.perf_counter()
     await sys_.close()
     want = expected(THREAD_A, args.turns)
@@ -80,6 +86,7 @@ async def phase_load(sys_: System, args: argparse.Namespace) -> dict[str, Any]:
     return {
         "open_ms": (t1 - t0) * 1e3,
         "load_ms": (t2 - t1) * 1e3,
+        "load_cpu_ms": (c2 - c1) * 1e3,
         "total_ms": (t2 - t0) * 1e3,
         "messages": len(msgs),
         "expected": len(want),
@@ -94,6 +101,7 @@ async def phase_threads(sys_: System, args: argparse.Namespace) -> dict[str, Any
     names = [thread_name(k) for k in range(args.threads)]
     done = 0
     capped = False
+    c0 = time.process_time()
     start = time.perf_counter()
     for i in range(args.threads_turns):
         for name in names:
@@ -104,9 +112,12 @@ async def phase_threads(sys_: System, args: argparse.Namespace) -> dict[str, Any
             capped = i + 1 < args.threads_turns
             break
     total = time.perf_counter() - start
+    cpu_s = time.process_time() - c0
     await sys_.close()
     nbytes = await sys_.bytes_on_disk()
     return {
+        "cpu_s": cpu_s,
+        "cpu_turns_per_s": done / cpu_s if cpu_s else None,
         "threads": args.threads,
         "turns_per_thread": args.threads_turns,
         "turns": done,

@@ -268,3 +268,36 @@ def test_errors_pickle_with_their_field() -> None:
         StateOperationRequest(limit=0)
     again = pickle.loads(pickle.dumps(ei.value))
     assert again.details["field"] == "limit" and again.code == "invalid_request"
+
+
+# --------------------------------------------------------------------------- seed 002's shapes
+
+
+def test_session_id_in_the_constructor_and_on_results() -> None:
+    from tether.control import StateOperationRequest, StateOperationResult
+
+    req = StateOperationRequest(session_id="customer-42", include_data=True)
+    assert req.thread == "customer-42" and req.scope == "thread:customer-42"
+    assert StateOperationRequest(session_id="t", thread="t").thread == "t"
+    with pytest.raises(tether.InvalidRequest) as e:
+        StateOperationRequest(session_id="a", thread="b")
+    assert e.value.details["field"] == "session_id"
+    res = StateOperationResult(operation="describe", scope="thread:customer-42")
+    assert res.session_id == "customer-42" and res.to_dict()["session_id"] == "customer-42"
+    assert StateOperationResult.from_dict(res.to_dict()) == res
+    assert StateOperationResult(operation="describe", scope="user:ada").session_id is None
+
+
+def test_from_dict_coerces_as_the_seed_does_and_errors_are_value_errors() -> None:
+    from tether.control import StateOperationRequest
+
+    req = StateOperationRequest.from_dict(
+        {"session_id": "s", "stores": "conversation", "max_messages": 20.0, "max_tokens": "300"}
+    )
+    assert (req.stores, req.max_messages, req.max_tokens) == (("conversation",), 20, 300)
+    assert type(req.max_messages) is int
+    # A fraction is refused (the seed's int() would truncate it), as a ValueError too.
+    for bad in ({"max_messages": 2.5}, {"strategy": "nope"}, {"preserve_recent": -1}):
+        with pytest.raises(ValueError) as e:
+            StateOperationRequest.from_dict(bad)
+        assert isinstance(e.value, tether.InvalidRequest) and e.value.code == "invalid_request"

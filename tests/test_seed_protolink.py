@@ -162,7 +162,7 @@ def test_protolinks_agent_client_drives_tether_serve(
     one = _ok(out, "describe_session")
     conv = one["stores"][0]
     assert conv["name"] == "conversation" and conv["exists"] is True
-    assert one["session_id"] is None  # tether names the session "thread"; it is in scope
+    assert one["session_id"] == "support-1"
     assert conv["message_count"] == len(conv["data"]) > 8
 
     # compact with each strategy: "conversation" in compacted, before/after in metadata.
@@ -175,11 +175,14 @@ def test_protolinks_agent_client_drives_tether_serve(
     # A token without the reset grant: refused, nothing cleared.
     assert "403" in out["reader_reset"]["message"], out["reader_reset"]
 
-    # reset of one session: the seed's check, "conversation" in cleared.
+    # reset of one session: the seed's check, "conversation" in cleared; the session's
+    # conversation only: its task state (runs) stays, as in the seed.
     reset = _ok(out, "reset_session")
-    assert "conversation" in reset["cleared"] and "thread:support-2" in reset["cleared"]
-    gone = _ok(out, "after_session_reset")["stores"][0]
-    assert gone["name"] == "conversation" and gone["exists"] is False
+    assert reset["cleared"][0] == "conversation", reset["cleared"]
+    assert "tools" not in reset["cleared"] and "task" not in reset["cleared"]
+    after = _ok(out, "after_session_reset")["stores"]
+    assert after[0]["name"] == "conversation" and after[0]["exists"] is False
+    assert after[2]["name"] == "task" and after[2]["exists"] is True
 
     # reset without a session: every session (the whole namespace), as in the seed.
     everything = _ok(out, "reset_all")
@@ -367,13 +370,14 @@ async def test_state_routes_read_requests_as_seed_002_does(
 async def test_a_reset_without_a_session_resets_every_session(
     client: httpx.AsyncClient, store: Store
 ) -> None:
-    # With stores: exactly those stores, in every scope of the namespace.
+    # With some stores: refused and reported, as the seed does; nothing cleared.
+    before = await store.head("default", "thread:support-1")
     r = await client.post("/state/reset", json={"session_id": None, "stores": ["memory"]})
     got = r.json()
     assert r.status_code == 200, got
-    assert got["cleared"][0] == "memory" and "thread:support-1/memory" in got["cleared"]
-    assert "user:ada/memory" in got["cleared"]
-    assert (await store.head("default", "thread:support-1")).sequence > 0
+    assert got["cleared"] == [] and got["errors"][0]["code"] == "partial_reset"
+    assert got["missing"] == ["memory"] and got["stores"][0]["error"]
+    assert await store.head("default", "thread:support-1") == before
     # Without: the whole namespace, and only it.
     r = await client.post("/state/reset", json={"session_id": None, "stores": []})
     got = r.json()

@@ -127,7 +127,10 @@ async def test_state_describe_without_a_body_describes_the_default_namespace(
 ) -> None:
     got = ok(await client.post("/state/describe"))
     assert got["namespace"] == NS
-    assert {r["scope"] for r in got["stores"]} >= {
+    # One entry per store (seed 002's describe without a session), each naming the
+    # scopes it was found in.
+    assert [r["name"] for r in got["stores"]] == list(control.STORES)
+    assert {s for r in got["stores"] for s in r["metadata"]["scopes"]} >= {
         "thread:billing",
         "thread:support-1",
         "thread:support-2",

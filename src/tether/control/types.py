@@ -13,14 +13,20 @@ What differs from seed 002, on purpose:
 * Every invalid parameter raises ``tether.InvalidRequest`` with a ``field``
   detail naming it (seed 002 lets ``ValueError``/``TypeError`` escape), and
   ``from_dict`` rejects unknown keys instead of ignoring them.
-* ``session_id`` is accepted by ``from_dict`` as another name for ``thread``.
+* ``session_id`` is another name for ``thread``, in the constructor and in
+  ``from_dict`` (``StateOperationRequest(session_id="t1").thread == "t1"``); a result
+  carries ``session_id`` (its thread, or None) in ``to_dict``. ``from_dict`` coerces as
+  the seed's does: a string ``stores`` is a one-item tuple and a whole number given
+  as a float (``20.0``) or a string (``"20"``) is an ``int``; a fraction (``2.5``),
+  which the seed's ``int()`` would truncate, is refused.
+* ``InvalidRequest`` is a ``ValueError`` too, as the seed's errors are.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import InitVar, dataclass, field, fields
 from typing import Any, Final, Literal, cast, get_args
 
 import orjson
@@ -46,6 +52,16 @@ GRAPH: Final = "graph"
 DEFAULT_NAMESPACE: Final = "default"
 MAX_PAGE: Final = 10_000
 
+# The integer fields ``from_dict`` coerces from whole floats (the seed passes them through int()).
+_WHOLE: Final = (
+    "max_messages",
+    "max_tokens",
+    "preserve_recent",
+    "summary_max_tokens",
+    "after",
+    "before",
+    "limit",
+)
 _VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
 _RUN_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
 
@@ -188,8 +204,14 @@ class StateOperationRequest:
     snapshot: dict[str, Any] | None = None
     replace: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Seed 002's name for ``thread`` (constructor only: the field is ``thread``).
+    session_id: InitVar[str | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, session_id: str | None) -> None:
+        if session_id is not None:
+            if self.thread is not None and self.thread != session_id:
+                raise _bad("session_id", "session_id and thread name different threads")
+            object.__setattr__(self, "thread", session_id)
         try:
             check_name("namespace", self.namespace)
         except InvalidRequest as e:
@@ -275,6 +297,10 @@ class StateOperationRequest:
             d["stores"] = _str_tuple("stores", d["stores"])
         if d.get("metadata") is None:
             d.pop("metadata", None)
+        for k in _WHOLE:
+            v = d.get(k)
+            if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
+                d[k] = int(v)  # the seed's int(): a whole float is that integer
         return cls(**d)
 
 
@@ -449,11 +475,19 @@ class StateOperationResult:
         """No errors and every verified scope passed."""
         return not self.errors and all(c.ok for c in self.checks)
 
+    @property
+    def session_id(self) -> str | None:
+        """The thread operated on (seed 002's session), or None."""
+        if self.scope is not None and self.scope.startswith("thread:"):
+            return self.scope[len("thread:") :]
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "operation": self.operation,
             "namespace": self.namespace,
             "scope": self.scope,
+            "session_id": self.session_id,
             "ok": self.ok,
             "stores": [r.to_dict() for r in self.stores],
             "cleared": list(self.cleared),
@@ -472,6 +506,7 @@ class StateOperationResult:
     def from_dict(cls, data: Mapping[str, Any]) -> StateOperationResult:
         d = _mapping("StateOperationResult", data)
         d.pop("ok", None)  # derived, written by to_dict for readers' convenience
+        d.pop("session_id", None)  # derived from scope, as ok
         _known_keys(cls, d)
         if "operation" not in d:
             raise _bad("operation", "missing")

@@ -123,8 +123,9 @@ class InvalidNode(TetherError):
     default_code = "shape"
 
 
-class InvalidRequest(TetherError):
-    """An operation was called with invalid parameters."""
+class InvalidRequest(TetherError, ValueError):
+    """An operation was called with invalid parameters. Also a ``ValueError``, so code
+    written for seed 002's ``except ValueError`` catches it as before."""
 
     default_code = "invalid_request"
 

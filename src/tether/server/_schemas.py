@@ -176,6 +176,7 @@ RESULT: Final = _object(
         "operation": _STR,
         "namespace": _STR,
         "scope": _or_null("string"),
+        "session_id": _or_null("string"),
         "ok": _BOOL,
         "stores": _array(ref("StateStoreReport")),
         "cleared": _array(_STR),

@@ -11,19 +11,25 @@ keep tether's rules):
   still refused, where the seed would truncate it: exact or a loud error. Unknown
   store names are reported as not enabled (``enabled=False``, in ``missing``), as
   the seed's ``State`` reports them, instead of refused.
+* **a session reset** (``session_id`` with no ``stores``, ``run`` or ``variable``)
+  clears that session's conversation, as the seed's ``reset(session)`` does, and
+  keeps its tool, task and flow state unless ``stores`` names them; ``cleared`` holds
+  ``"conversation"``. (A body naming ``thread``, tether's own field, resets the whole
+  thread, as everywhere else in tether.)
 * **no session** in a reset (no ``session_id``/``thread``, ``user``, ``app``, ``run``
   or ``variable``) resets every session of the namespace, as the seed's full reset
-  does: with no ``stores`` the whole namespace (tether's ``whole_namespace``); with
-  ``stores``, exactly those stores in every scope of the namespace (the seed refuses
-  such a "partial full reset"; tether can do it exactly). The ``state.reset`` grant
-  on the namespace guards it, as every reset.
+  does: with no ``stores`` (or all of them) the whole namespace (tether's
+  ``whole_namespace``); with some of them it is refused and reported, as the seed
+  does (``errors`` holds ``partial_reset``, nothing is cleared): deleting the
+  namespace would clear more than was asked. The ``state.reset`` grant on the
+  namespace guards it, as every reset.
 * **results** name stores in the seed's terms first: ``cleared`` and ``compacted``
   list store names (``conversation``, ``tools``, ``task``, ``flow``, then tether's
   ``variables``, ``memory``, ``executions``) before tether's precise labels
   (``thread:t1``); a describe lists the store reports in that order, tether's
-  ``graph`` report after them; a describe without a session reports each store
-  over the whole namespace (``conversation``'s ``item_count`` is its number of
-  sessions, as the seed's session mapping) before one ``graph`` report per scope.
+  ``graph`` report after them; a describe without a session reports one entry per
+  store over the whole namespace (``conversation``'s ``item_count`` is its number of
+  sessions, as the seed's session mapping), the graph's totals in ``metadata``.
 * a body without ``namespace`` acts in the token's namespace when the token names
   exactly one (a JWT's ``namespaces`` claim, a tokens-file entry), else ``default``.
 """
@@ -67,6 +73,7 @@ class Parsed:
     request: StateOperationRequest
     ignored: tuple[str, ...] = ()
     unknown_stores: tuple[str, ...] = ()
+    session: bool = False  # the body named its thread as the seed does, session_id
 
 
 def parse(operation: str, body: Mapping[str, Any] | None, *, namespace: str | None) -> Parsed:
@@ -95,7 +102,10 @@ def parse(operation: str, body: Mapping[str, Any] | None, *, namespace: str | No
     if ignored and isinstance(meta, Mapping):  # (a bad metadata is refused by from_dict)
         d["metadata"] = {**meta, "ignored_fields": list(ignored)}
     return Parsed(
-        request=StateOperationRequest.from_dict(d), ignored=ignored, unknown_stores=unknown
+        request=StateOperationRequest.from_dict(d),
+        ignored=ignored,
+        unknown_stores=unknown,
+        session="session_id" in d,
     )
 
 
@@ -108,17 +118,44 @@ def _untargeted(req: StateOperationRequest) -> bool:
 async def run(store: Store, operation: str, parsed: Parsed, **options: Any) -> StateOperationResult:
     """The operation, with seed 002's reset scope and its terms in the result."""
     req = parsed.request
-    if operation == "reset" and _untargeted(req):
-        if req.stores:
-            result = await _reset_stores_everywhere(store, req)
+    if (
+        operation == "reset"
+        and parsed.session
+        and req.thread is not None
+        and not req.stores
+        and req.run is None
+        and req.variable is None
+    ):
+        # The seed's reset(session): the session's conversation only.
+        req = dataclasses.replace(req, stores=("conversation",))
+        result = await control.reset(store, req)
+    elif operation == "reset" and _untargeted(req):
+        if req.stores and set(req.stores) != set(STORES):
+            result = _partial_reset(req)
         else:
-            req = dataclasses.replace(req, whole_namespace=True)
+            req = dataclasses.replace(req, whole_namespace=True, stores=())
             result = await control.reset(store, req)
     elif operation == "describe" and req.scope is None:
         result = await _describe_namespace(store, req)
     else:
         result = await control.execute(store, operation, req, **options)
     return _in_seed_terms(operation, result, req, parsed.unknown_stores)
+
+
+def _partial_reset(req: StateOperationRequest) -> StateOperationResult:
+    """The seed's answer to a partial reset without a session: refused, and reported."""
+    message = (
+        f"a reset of some stores ({', '.join(req.stores)}) without a session would clear "
+        "the whole namespace; name a session_id, or reset every store"
+    )
+    return StateOperationResult(
+        operation="reset",
+        namespace=req.namespace,
+        stores=tuple(Report(name=n, error=message) for n in req.stores),
+        missing=req.stores,
+        errors=({"code": "partial_reset", "message": message},),
+        metadata=dict(req.metadata),
+    )
 
 
 def _request_for(req: StateOperationRequest, scope: str) -> StateOperationRequest:
@@ -142,41 +179,6 @@ async def _scopes(store: Store, namespace: str) -> tuple[list[str], int]:
         if len(page) < 500:
             return out, total
         after = page[-1].scope
-
-
-async def _reset_stores_everywhere(
-    store: Store, req: StateOperationRequest
-) -> StateOperationResult:
-    """The named stores reset in every scope of the namespace (one commit per scope)."""
-    names, total = await _scopes(store, req.namespace)
-    cleared: list[str] = []
-    missing: list[str] = []
-    per_store: dict[str, list[Report]] = {n: [] for n in req.stores}
-    for scope in names:
-        r = await control.reset(store, _request_for(req, scope))
-        cleared.extend(r.cleared)
-        for rep in r.stores:
-            if rep.enabled:  # a thread-only store in a user scope is not an error here
-                per_store[rep.name].append(rep)
-                if not rep.cleared:
-                    missing.append(f"{scope}/{rep.name}")
-    reports = tuple(
-        Report(
-            name=n,
-            cleared=True,
-            item_count=sum(r.item_count or 0 for r in reps),
-            metadata={"scopes": sorted({r.scope for r in reps if r.cleared and r.scope})},
-        )
-        for n, reps in per_store.items()
-    )
-    return StateOperationResult(
-        operation="reset",
-        namespace=req.namespace,
-        stores=reports,
-        cleared=tuple(cleared),
-        missing=tuple(missing),
-        metadata={**req.metadata, "scopes": total, "truncated": total > len(names)},
-    )
 
 
 async def _describe_namespace(store: Store, req: StateOperationRequest) -> StateOperationResult:
@@ -218,7 +220,7 @@ async def _describe_namespace(store: Store, req: StateOperationRequest) -> State
     return StateOperationResult(
         operation="describe",
         namespace=req.namespace,
-        stores=(*reports, *graphs),
+        stores=tuple(reports),
         missing=tuple(r.name for r in reports if not r.exists),
         metadata={
             **req.metadata,

@@ -28,6 +28,7 @@ import httpx
 import jwt
 import pytest
 
+import tether
 from _server_helpers import TOKEN, Served, demo_agent, fill, serve
 from tether import control
 from tether.server import Tokens, create_app
@@ -432,3 +433,55 @@ async def test_jwt_bearer_tokens(client: httpx.AsyncClient, store: Store) -> Non
         assert token not in r.text
     with pytest.raises(Exception, match="shorter than 32"):
         JwtKey(secret="short")
+
+
+# --------------------------------------------------------------------------- modules
+
+
+async def test_only_enabled_modules_are_reported_and_reset(store: Store) -> None:
+    """Agent(state=[...]) as Protolink's: describe reports the enabled stores, a
+    disabled one asked for is reported disabled and missing, a thread reset clears
+    the enabled stores only; the /state routes of a server with that agent follow it."""
+    agent = demo_agent(store, "default")
+    only = tether.Agent(agent.spec, agent.model, store=store, state=["conversation", "task"])
+    d = await only.describe_state("support-1")
+    assert [r.name for r in d.stores] == ["conversation", "task", "graph"]
+    d = await only.describe_state("support-1", stores=["conversation", "tools"])
+    tools = next(r for r in d.stores if r.name == "tools")
+    assert tools.enabled is False and "tools" in d.missing
+    tool_state_before = await control.describe(store, namespace="default", thread="support-1")
+    r = await only.reset_state("support-1")
+    # The enabled stores were reset (the task store ends open runs: there are none).
+    assert [x.name for x in r.stores] == ["conversation", "task"]
+    assert r.cleared == ("thread:support-1/conversation",)
+    after = await control.describe(store, namespace="default", thread="support-1")
+    by_name = {x.name: x for x in after.stores}
+    assert by_name["conversation"].exists is False
+    was = {x.name: x for x in tool_state_before.stores}
+    assert by_name["variables"].item_count == was["variables"].item_count > 0  # kept
+    with pytest.raises(ValueError, match="unknown state module 'bogus'"):
+        tether.Agent(agent.spec, agent.model, store=store, state=["bogus"])
+
+    def factory(s: Store, ns: str) -> tether.Agent:
+        a = demo_agent(s, ns)
+        return tether.Agent(a.spec, a.model, store=s, namespace=ns, state=["conversation"])
+
+    app = create_app(store, tokens=Tokens.single(TOKEN), agent=factory)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://tether",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    ) as c:
+        got = (await c.post("/state/describe", json={})).json()
+        assert [s["name"] for s in got["stores"]] == ["conversation"]
+        got = (await c.post("/state/describe", json={"stores": ["flow"]})).json()
+        assert got["stores"][0]["enabled"] is False and got["missing"] == ["flow"]
+
+
+async def test_a_default_thread_is_shared_as_invoke_shares_it() -> None:
+    base = demo_agent(MemoryStore(), "default")
+    agent = tether.Agent(base.spec, base.model, default_thread="invocation_session_id")
+    a = await agent.step("Hello, my name is Ada.")
+    b = await agent.step("What is my name?")
+    assert a.thread == b.thread == "invocation_session_id"
+    assert "Ada" in str(b.answer)

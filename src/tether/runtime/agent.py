@@ -24,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
+from ..control.modules import check_modules
 from ..control.tasks import RunList, TaskState, list_index
 from ..control.tasks import runs as control_runs
 from ..control.tasks import task as control_task
@@ -68,7 +69,13 @@ class Agent:
     model calls of one LLM node visit. ``credentials``: a ``CredentialProvider``
     asked first for the credentials tools declare (``context["credentials"]`` is
     the fallback); they are never persisted. ``name``: the agent's name in traces
-    (``gen_ai.agent.name``, docs/telemetry.md).
+    (``gen_ai.agent.name``, docs/telemetry.md). ``state``: the stores (seed 002's
+    modules: ``conversation``, ``tools``, ``task``, ``flow``, ...) ``describe_state``,
+    ``reset_state`` and ``compact_state`` act on and report, as Protolink's
+    ``Agent(state=[...])``; others are reported disabled (``tether.control.modules``).
+    ``default_thread``: the thread of a ``step`` that names none (Protolink's
+    ``invoke()`` shares ``"invocation_session_id"``); None, the default, makes such a
+    step a thread of its own.
     """
 
     def __init__(
@@ -88,6 +95,8 @@ class Agent:
         max_tool_rounds: int = 20,
         credentials: CredentialProvider | None = None,
         name: str = "agent",
+        state: Iterable[str] | None = None,
+        default_thread: str | None = None,
     ) -> None:
         if credentials is not None and not isinstance(credentials, CredentialProvider):
             raise InvalidRequest(
@@ -100,6 +109,11 @@ class Agent:
                 f"name is a non-empty string (the agent's name in traces), got {name!r}"
             )
         self.name = name
+        # Seed 002's modules: the stores describe/reset/compact act on (None: all).
+        self.state_modules = check_modules(state)
+        if default_thread is not None:
+            scopes.thread(default_thread)
+        self.default_thread = default_thread
         if spec is None:
             spec = Spec.single()
         elif isinstance(spec, str | Path):
@@ -226,6 +240,8 @@ class Agent:
         no chat behind them: nothing is shared with any other run.
         """
         ctx = _context(context)
+        if thread is None:
+            thread = self.default_thread
         return await self._with(
             lambda ex: ex.step(input, thread=thread, user=user, context=ctx, metadata=metadata)
         )
@@ -429,11 +445,16 @@ class Agent:
         ``fields`` are ``tether.control.StateOperationRequest`` fields (``user``,
         ``variable``, ``run``, ``include_data``, ``strategy`` ...).
         """
-        from ..control import execute
+        from ..control.modules import with_modules
+        from ..control.types import StateOperationRequest
 
-        request = {"namespace": self.namespace, "thread": thread, **fields}
+        request = StateOperationRequest.from_dict(
+            {"namespace": self.namespace, "thread": thread, **fields}
+        )
         options: dict[str, Any] = {"model": self.model} if operation == "compact" else {}
-        return await execute(await self._get_store(), operation, request, **options)
+        return await with_modules(
+            await self._get_store(), operation, request, self.state_modules, **options
+        )
 
     async def describe_state(
         self, thread: str | None = None, **fields: Any

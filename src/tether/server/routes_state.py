@@ -85,11 +85,16 @@ def _add(r: APIRouter, op: str) -> None:
         if token.user is not None:
             await _allow_user(token, await server.store(), op, req)
         options: dict[str, Any] = {}
-        if op == "compact" and req.strategy == "summary" and server.has_agent:
-            # The summary strategy asks the namespace's model, when an agent serves it.
+        enabled: tuple[str, ...] | None = None
+        if server.has_agent:
             with contextlib.suppress(NotFound):
-                options["model"] = (await server.agent_for(req.namespace)).model
-        result = await run_seed(await server.store(), op, parsed, **options)
+                agent = await server.agent_for(req.namespace)
+                # The agent's modules (Agent(state=[...])) are what these routes act on.
+                enabled = agent.state_modules
+                if op == "compact" and req.strategy == "summary":
+                    # The summary strategy asks the namespace's model.
+                    options["model"] = agent.model
+        result = await run_seed(await server.store(), op, parsed, enabled=enabled, **options)
         return json_response(result.to_dict())
 
     run.__name__ = f"state_{op}"

@@ -42,6 +42,7 @@ from dataclasses import fields
 from typing import Any, Final
 
 from .. import control
+from ..control.modules import with_modules
 from ..control.types import GRAPH, STORES, StateOperationRequest, StateOperationResult
 from ..control.types import StateStoreReport as Report
 from ..core import scopes
@@ -115,8 +116,16 @@ def _untargeted(req: StateOperationRequest) -> bool:
     )
 
 
-async def run(store: Store, operation: str, parsed: Parsed, **options: Any) -> StateOperationResult:
-    """The operation, with seed 002's reset scope and its terms in the result."""
+async def run(
+    store: Store,
+    operation: str,
+    parsed: Parsed,
+    *,
+    enabled: tuple[str, ...] | None = None,
+    **options: Any,
+) -> StateOperationResult:
+    """The operation, with seed 002's reset scope and its terms in the result; ``enabled``:
+    the stores the serving agent enables (``Agent(state=[...])``; None: all)."""
     req = parsed.request
     if (
         operation == "reset"
@@ -128,7 +137,7 @@ async def run(store: Store, operation: str, parsed: Parsed, **options: Any) -> S
     ):
         # The seed's reset(session): the session's conversation only.
         req = dataclasses.replace(req, stores=("conversation",))
-        result = await control.reset(store, req)
+        result = await with_modules(store, "reset", req, enabled)
     elif operation == "reset" and _untargeted(req):
         if req.stores and set(req.stores) != set(STORES):
             result = _partial_reset(req)
@@ -136,9 +145,9 @@ async def run(store: Store, operation: str, parsed: Parsed, **options: Any) -> S
             req = dataclasses.replace(req, whole_namespace=True, stores=())
             result = await control.reset(store, req)
     elif operation == "describe" and req.scope is None:
-        result = await _describe_namespace(store, req)
+        result = await _describe_namespace(store, req, enabled)
     else:
-        result = await control.execute(store, operation, req, **options)
+        result = await with_modules(store, operation, req, enabled, **options)
     return _in_seed_terms(operation, result, req, parsed.unknown_stores)
 
 
@@ -181,13 +190,17 @@ async def _scopes(store: Store, namespace: str) -> tuple[list[str], int]:
         after = page[-1].scope
 
 
-async def _describe_namespace(store: Store, req: StateOperationRequest) -> StateOperationResult:
-    """Each store over every scope of the namespace, then one ``graph`` report per scope."""
+async def _describe_namespace(
+    store: Store, req: StateOperationRequest, enabled: tuple[str, ...] | None = None
+) -> StateOperationResult:
+    """One entry per (enabled) store over every scope of the namespace."""
     names, total = await _scopes(store, req.namespace)
-    wanted = req.stores or STORES
+    asked = req.stores or enabled or STORES
+    off = tuple(s for s in asked if enabled is not None and s not in enabled)
+    wanted = tuple(s for s in asked if s not in off)
     per_store: dict[str, list[Report]] = {n: [] for n in wanted}
     graphs: list[Report] = []
-    for scope in names:
+    for scope in names if wanted else ():
         r = await control.describe(
             store, dataclasses.replace(_request_for(req, scope), stores=wanted)
         )
@@ -217,6 +230,7 @@ async def _describe_namespace(store: Store, req: StateOperationRequest) -> State
                 metadata={"scopes": [r.scope for r in reps if r.scope]},
             )
         )
+    reports += [Report(name=s, enabled=False) for s in off]
     return StateOperationResult(
         operation="describe",
         namespace=req.namespace,

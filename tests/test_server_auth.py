@@ -364,6 +364,25 @@ async def test_a_thread_is_its_first_turns_user(store: Any) -> None:
     assert (await store.head(NS, "thread:support-1")).sequence > 0
 
 
+async def test_a_step_for_an_owner_never_writes_another_users_thread(store: Any) -> None:
+    """What closes the race between the route's ownership check and the step's commit:
+    the step itself refuses a thread that is not empty and not the owner's, against the
+    head its goal would be committed on."""
+    from tether import Conflict
+
+    agent = demo_agent(store, NS)
+    before = await store.head(NS, "thread:support-1")  # ada's
+    with pytest.raises(Conflict) as e:
+        await agent.step("hi", thread="support-1", user="eve", owner="eve")
+    assert e.value.code == "thread_owned"
+    assert await store.head(NS, "thread:support-1") == before
+    # An empty thread becomes the owner's; a second step goes on; another owner is refused.
+    assert (await agent.step("hi", thread="eve-1", user="eve", owner="eve")).thread == "eve-1"
+    assert (await agent.step("again", thread="eve-1", user="eve", owner="eve")).status
+    with pytest.raises(Conflict):
+        await agent.step("mine?", thread="eve-1", user="ada", owner="ada")
+
+
 def test_a_tokens_file_entry_binds_a_user(tmp_path: Path) -> None:
     entry = {"name": "ada", "sha256": hash_token(ADA), "grants": ["*"], "namespaces": ["*"]}
     tokens = Tokens.from_dict({"tokens": [{**entry, "user": "ada"}]})

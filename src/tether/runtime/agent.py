@@ -231,6 +231,7 @@ class Agent:
         user: str | None = None,
         context: Mapping[str, Any] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        owner: str | None = None,
     ) -> StepResult:
         """Run one turn on ``thread``: the answer, or a suspension for approvals, or a failure.
 
@@ -238,12 +239,19 @@ class Agent:
         raises RunSuspendedError (approve or reject first). Without ``thread`` the run is
         its own thread (named by its run id, ``result.thread``), as seed 004's runs with
         no chat behind them: nothing is shared with any other run.
+
+        ``owner``: the thread must be empty or owned by this user (the user of its first
+        run), checked against the head the run's goal is committed on; otherwise
+        ``Conflict`` (code ``thread_owned``) and nothing is written. The HTTP server
+        passes it for a token bound to a user.
         """
         ctx = _context(context)
         if thread is None:
             thread = self.default_thread
         return await self._with(
-            lambda ex: ex.step(input, thread=thread, user=user, context=ctx, metadata=metadata)
+            lambda ex: ex.step(
+                input, thread=thread, user=user, context=ctx, metadata=metadata, owner=owner
+            )
         )
 
     async def resume(

@@ -49,6 +49,7 @@ from typing import Any, Final
 
 import orjson
 
+from ..control.owners import thread_owner
 from ..control.tasks import entry_key, run_entry, stage_entry
 from ..core import scopes
 from ..core.errors import Conflict, InvalidNode, NotFound, TetherError
@@ -164,6 +165,7 @@ class Executor(ToolCalls):
         user: str | None,
         context: dict[str, Any],
         metadata: Mapping[str, Any] | None,
+        owner: str | None = None,
     ) -> StepResult:
         # A run with no thread is its own thread (seed 004; docs/graph-encoding.md).
         own = None if thread is not None else "run_" + secrets.token_hex(12)
@@ -196,6 +198,18 @@ class Executor(ToolCalls):
                 head, view = tip, None
             else:
                 head, view = await self._current(scope)
+            if owner is not None and head.sequence > 0:
+                # Checked at every attempt: the goal's commit is computed against this
+                # head, so a first turn of another user that lands meanwhile makes it
+                # conflict, and the next attempt sees whose thread it became.
+                found = await thread_owner(self.store, self.namespace, thread)
+                if found != owner:
+                    raise Conflict(
+                        f"thread {thread!r} is not {owner}'s: "
+                        + ("it has no owner" if found is None else "another user owns it"),
+                        code="thread_owned",
+                        thread=thread,
+                    )
             if view is not None and not view.finished:
                 if view.status == "suspended":
                     pending = [c.approval().to_dict() for c in view.pending()]

@@ -17,11 +17,10 @@ The listings (threads, runs) show only the user's own threads.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Final, Protocol
+from typing import Protocol
 
+from ..control.owners import thread_owner
 from ..core import scopes
-from ..core.erased import erased_placeholders
-from ..projections.runs import is_run_goal
 from ..store.base import Store
 from .auth import Forbidden, Token
 
@@ -31,28 +30,6 @@ __all__ = ["Owners", "refuse_thread_import", "require_scope", "thread_owner"]
 class _HasToken(Protocol):
     @property
     def token(self) -> Token | None: ...
-
-
-_FIRST_PAGE: Final = 16
-_PAGE: Final = 512
-
-
-async def thread_owner(store: Store, namespace: str, thread: str) -> str | None:
-    """The user who owns ``thread``: the user of its first run (None: no owner)."""
-    scope = scopes.thread(thread)
-    after, limit = 0, _FIRST_PAGE
-    while True:
-        # An erased goal reads as a placeholder: no owner can be told from it.
-        with erased_placeholders():
-            page = await store.nodes(namespace, scope, after=after, limit=limit)
-        for n in page:
-            if is_run_goal(n):
-                meta = n.payload.get("metadata")
-                user = meta.get("user") if isinstance(meta, dict) else None
-                return user if isinstance(user, str) else None
-        if len(page) < limit:
-            return None
-        after, limit = page[-1].sequence, _PAGE
 
 
 class Owners:

@@ -59,6 +59,9 @@ async def _step(agent: Agent, thread: str, body: Body) -> Any:
         user=_str(body, "user"),
         context=_mapping(body, "context"),
         metadata=_mapping(body, "metadata"),
+        # A token bound to a user: the thread stays theirs even if another user's first
+        # turn lands between the route's check and this step's commit.
+        owner=body.get("$owner"),
     )
     return result.to_dict()
 
@@ -162,7 +165,7 @@ def _add(r: APIRouter, route: _Route) -> None:
                     f"{body.get('user')!r}",
                     user=at.user,
                 )
-            body = {**body, "user": at.user}
+            body = {**body, "user": at.user, "$owner": at.user}
         agent = await at.server.agent_for(at.namespace)
         return json_response(await route.call(agent, thread, body))
 

@@ -94,6 +94,37 @@ def redis_url() -> str:
     return server_url("TETHER_TEST_REDIS_URL")
 
 
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A local Redis Cluster (3 masters, 1 replica each) on loopback ports, started once
+    per session (per xdist worker) and stopped at its end. Skipped where redis-server is
+    not installed; where it is, a cluster that cannot start fails under
+    TETHER_REQUIRE_SERVERS=1 (and skips with the reason otherwise)."""
+    from _private_servers import RedisCluster, redis_missing
+
+    why = redis_missing()
+    if why:
+        pytest.skip(why)
+    cluster = RedisCluster(tmp_path_factory.mktemp("redis-cluster"))
+    try:
+        cluster.start()
+    except Exception as e:  # reported as the reason
+        if os.environ.get("TETHER_REQUIRE_SERVERS") == "1":
+            pytest.fail(f"redis-server is installed but a local cluster did not start: {e}")
+        pytest.skip(f"a local Redis Cluster did not start: {e}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def redis_cluster_url(redis_cluster: Any) -> str:
+    """A plain URL to one node of the local cluster: the store detects the cluster."""
+    url: str = redis_cluster.url
+    return url
+
+
 @pytest.fixture
 def ns() -> str:
     """A namespace no other test (or engineer) uses: the servers are shared."""

@@ -1,5 +1,8 @@
 """Real processes on one SQLite file and one PostgreSQL database: races and SIGKILL.
 
+The SIGKILL test also runs on Redis and on the session's local Redis Cluster (the
+races of processes on Redis are tests/test_store_redis_race.py).
+
 The writers are tests/store_worker.py, started with the interpreter running the
 tests; each waits on stdin so the racing writers start at the same instant.
 """
@@ -14,6 +17,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -26,11 +30,21 @@ pytestmark = pytest.mark.slow
 WORKER = Path(__file__).with_name("store_worker.py")
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """A store URL that several processes can open: a file, or a fresh PG schema."""
-    if request.param == "sqlite":
+@asynccontextmanager
+async def _target(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> AsyncIterator[str]:
+    """A store URL that several processes can open: a file, a fresh PG schema, or a
+    fresh key prefix on Redis (a server, or the local cluster)."""
+    if kind == "sqlite":
         yield f"sqlite:///{tmp_path / 'race.db'}"
+        return
+    if kind in ("redis", "redis-cluster"):
+        base = request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
+        url = f"{base}{'&' if '?' in base else '?'}prefix=tt-proc-{uuid.uuid4().hex[:12]}:"
+        try:
+            yield url
+        finally:
+            async with await tether.open_store(url) as store:
+                await store.drop_prefix()  # type: ignore[attr-defined]
         return
     import asyncpg
 
@@ -47,6 +61,25 @@ async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
             await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         finally:
             await conn.close()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    async with _target(request, request.param, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("redis-cluster", marks=pytest.mark.redis),
+    ]
+)
+async def crash_target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    async with _target(request, request.param, tmp_path) as url:
+        yield url
 
 
 def start(*args: object) -> subprocess.Popen[str]:
@@ -165,7 +198,8 @@ async def _check_crash_state(store: Store, ns: str, printed: list[int]) -> int:
     return n
 
 
-async def test_sigkill_mid_commit_loses_no_committed_turn(target: str) -> None:
+async def test_sigkill_mid_commit_loses_no_committed_turn(crash_target: str) -> None:
+    target = crash_target
     ns = f"crash-{uuid.uuid4().hex}"
     committed = 0
     rng = random.Random(7)

@@ -1,7 +1,9 @@
 """The Redis backend against a real server: the store contract, checked against MemoryStore.
 
 Every test gets its own key prefix in db 15 (TETHER_TEST_REDIS_URL) and deletes its
-keys afterwards with SCAN + UNLINK: other engineers' tests share the server.
+keys afterwards with SCAN + UNLINK: other engineers' tests share the server. Every test
+that takes ``redis_url`` runs twice: on that server, and on the session's local Redis
+Cluster (3 masters), reached by a plain URL to one of its nodes.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import orjson
 import pytest
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 
 from _wire import RoundTrips, commit_round_trips
@@ -29,6 +32,20 @@ from tether.store.in_memory import MemoryStore
 from tether.store.redis import RedisStore
 
 pytestmark = pytest.mark.redis
+
+_CLUSTER_URLS: set[str] = set()
+
+
+@pytest.fixture(params=["server", "cluster"])
+def redis_url(request: pytest.FixtureRequest) -> str:
+    """The shared server (TETHER_TEST_REDIS_URL), then the local cluster."""
+    if request.param == "cluster":
+        url: str = request.getfixturevalue("redis_cluster_url")
+        _CLUSTER_URLS.add(url)
+        return url
+    from conftest import server_url
+
+    return server_url("TETHER_TEST_REDIS_URL")
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tether" / "store"
 
@@ -43,7 +60,9 @@ async def _open(url: str, **options: Any) -> RedisStore:
     return s
 
 
-async def _raw(redis_url: str) -> aioredis.Redis:
+async def _raw(redis_url: str) -> Any:
+    if redis_url in _CLUSTER_URLS:
+        return RedisCluster.from_url(redis_url, decode_responses=False)
     return aioredis.Redis.from_url(redis_url, decode_responses=False)
 
 
@@ -594,6 +613,10 @@ def test_no_keys_command_in_any_code_path() -> None:
 async def test_store_runs_as_a_user_denied_keys_and_flush(redis_url: str) -> None:
     """The proof behind "no KEYS": a Redis ACL user without KEYS/FLUSH* runs everything."""
     admin = await _raw(redis_url)
+    # On a cluster, the user is made on every node (ACLs are per node).
+    every: dict[str, Any] = (
+        {"target_nodes": RedisCluster.ALL_NODES} if redis_url in _CLUSTER_URLS else {}
+    )
     user, password = f"tether-test-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
     await admin.acl_setuser(
         user,
@@ -602,6 +625,7 @@ async def test_store_runs_as_a_user_denied_keys_and_flush(redis_url: str) -> Non
         keys=["*"],
         channels=["*"],
         commands=["+@all", "-keys", "-flushdb", "-flushall"],
+        **every,
     )
     prefix = _prefix()
     try:
@@ -632,7 +656,7 @@ async def test_store_runs_as_a_user_denied_keys_and_flush(redis_url: str) -> Non
         finally:
             await s.close()
     finally:
-        await admin.acl_deluser(user)
+        await admin.acl_deluser(user, **every)
         p = await _open(redis_url, prefix=prefix)
         await p.drop_prefix()
         await p.close()

@@ -3,6 +3,8 @@
 Real subprocesses (this file run as a script is the worker), released together
 through their stdin so that they truly overlap. Each worker commits turns with
 ``transact``, which retries on Conflict; the parent then reads every thread back.
+Each test runs on the Redis server (TETHER_TEST_REDIS_URL) and on the session's local
+Redis Cluster (3 masters), reached by a plain URL to one node.
 """
 
 from __future__ import annotations
@@ -24,6 +26,16 @@ from tether.store import Store, open_store
 from tether.store.redis import RedisStore
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+
+@pytest.fixture(params=["server", "cluster"])
+def redis_url(request: pytest.FixtureRequest) -> str:
+    if request.param == "cluster":
+        url: str = request.getfixturevalue("redis_cluster_url")
+        return url
+    from conftest import server_url
+
+    return server_url("TETHER_TEST_REDIS_URL")
 
 NS = "race"
 

@@ -27,6 +27,7 @@ _BASES: dict[str, tuple[Any, ...]] = {
     "sqlite": (),
     "postgres": (pytest.mark.postgres,),
     "redis": (pytest.mark.redis,),
+    "redis-cluster": (pytest.mark.redis,),  # the key table's scripts on a cluster too
 }
 
 

@@ -17,6 +17,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
 
 from ..core.errors import InvalidRequest, StoreError
 
@@ -79,14 +80,103 @@ async def pg_connection(pool: Any, timeout: float | None) -> AsyncIterator[Any]:
         await pool.release(conn)
 
 
-def redis_error(e: Exception, what: str, url: str, pool: Any) -> StoreError:
-    """The ``StoreError`` a failing redis-py call becomes: ``pool_timeout`` when the
-    blocking pool had no free connection in time, else a plain ``StoreError``."""
-    if type(e).__name__ == "ConnectionError" and isinstance(e.__cause__, TimeoutError):
+# redis-py's message for a connection that could not be opened: nothing was sent on it.
+_CONNECT_FAILED: Final = " connecting to "
+# Replies that prove a command was not run: the cluster is moving a slot or electing a
+# master (CLUSTERDOWN, TRYAGAIN, MOVED/ASK left over), the node is loading its data, or
+# it is a replica refusing a write.
+_NOT_RUN: Final = frozenset(
+    {
+        "ClusterDownError",
+        "MasterDownError",
+        "TryAgainError",
+        "MovedError",
+        "AskError",
+        "BusyLoadingError",
+        "ReadOnlyError",
+        "SlotNotCoveredError",
+        "RedisClusterUnreachableError",
+        "MaxClientsReachedError",
+    }
+)
+
+
+def _redact(url: str) -> str:
+    """``url`` without its password."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def redis_error(
+    e: Exception, what: str, url: str, pool: Any, *, commit: bool = False
+) -> StoreError:
+    """The ``StoreError`` a failing redis-py call becomes, with its code:
+
+    * ``pool_timeout``: no free connection in time (nothing sent);
+    * ``store_unavailable``: the server could not be reached or refused to run the
+      command for now (a failover, a restart); ``committed=False`` when that proves a
+      commit did not happen;
+    * ``commit_unknown``: a commit was sent and its connection failed before the reply:
+      it may or may not have been applied (``committed=None``);
+    * ``store``: any other failure (a reply error).
+    """
+    name = type(e).__name__
+    if name == "ConnectionError" and isinstance(e.__cause__, TimeoutError):
         return pool_timeout_error(
             "Redis", getattr(pool, "timeout", None), getattr(pool, "max_connections", None)
         )
+    if name == "MaxConnectionsError":
+        return StoreError(
+            f"every Redis connection of this store is busy ({e}); nothing was sent. Raise "
+            "max_connections in the store URL, or lower the concurrency",
+            code="pool_timeout",
+            backend="Redis",
+        )
+    from redis.exceptions import (
+        AuthenticationError,
+        AuthorizationError,
+        ConnectionError,
+    )
+    from redis.exceptions import (
+        TimeoutError as RedisTimeout,
+    )
+
+    url = _redact(url)
+    detail = f"{name}: {e}"
+    if isinstance(e, AuthenticationError | AuthorizationError):
+        return StoreError(
+            f"Redis {what} failed: the server refused the credentials ({detail}); check "
+            f"the user and password in the store URL ({url})",
+            operation=what,
+        )
+    not_run = name in _NOT_RUN or (isinstance(e, ConnectionError) and _CONNECT_FAILED in str(e))
+    if not_run:
+        return StoreError(
+            f"Redis {what} failed: the server is unavailable ({detail}); nothing was "
+            f"applied, retry later. Server: {url}",
+            code="store_unavailable",
+            operation=what,
+            committed=False if commit else None,
+        )
+    if isinstance(e, ConnectionError | RedisTimeout):
+        if commit:
+            return StoreError(
+                f"Redis commit outcome unknown: the connection failed after the commit was "
+                f"sent ({detail}). It may or may not have been applied: read the scope "
+                "before committing again (its nodes are there, or nothing is)",
+                code="commit_unknown",
+                operation=what,
+                committed=None,
+            )
+        return StoreError(
+            f"Redis {what} failed: the connection failed ({detail}); check the server at {url}",
+            code="store_unavailable",
+            operation=what,
+        )
     return StoreError(
-        f"Redis {what} failed ({type(e).__name__}: {e}); check the server at {url}",
+        f"Redis {what} failed ({detail}); check the server at {url}",
         operation=what,
     )

@@ -131,16 +131,17 @@ def _redis_errors(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Corout
 
     @functools.wraps(fn)
     async def run(*args: P.args, **kwargs: P.kwargs) -> T:
-        from redis.exceptions import RedisError
+        from redis.exceptions import RedisClusterException, RedisError
 
         self = args[0]
         assert isinstance(self, RedisKeyStore)
         check_loop(self._loop, "Redis")
         try:
             return await fn(*args, **kwargs)
-        except RedisError as e:
-            err = redis_error(e, f"key table {fn.__name__}", "", self._r.connection_pool)
-            if err.code == "pool_timeout":
+        except (RedisError, RedisClusterException) as e:
+            pool = getattr(self._r, "connection_pool", None)
+            err = redis_error(e, f"key table {fn.__name__}", "", pool)
+            if err.code != "store":  # pool_timeout, store_unavailable...
                 raise err from e
             raise StoreError(
                 f"Redis key table failed in {fn.__name__} ({type(e).__name__}: {e})"
@@ -279,7 +280,7 @@ class RedisKeyStore(KeyStore):
         return bool(int(got))
 
     async def wrapped_elsewhere(self, master_id: str) -> AsyncIterator[WrappedKey]:
-        from redis.exceptions import RedisError
+        from redis.exceptions import RedisClusterException, RedisError
 
         try:
             namespaces = [_s(n) async for n in self._r.sscan_iter(self._namespaces_key, count=100)]
@@ -288,7 +289,11 @@ class RedisKeyStore(KeyStore):
                     row = _parse(namespace, kid, rec)
                     if row.wrapped is not None and row.master_id != master_id:
                         yield row
-        except RedisError as e:
+        except (RedisError, RedisClusterException) as e:
+            pool = getattr(self._r, "connection_pool", None)
+            err = redis_error(e, "key table rotation scan", "", pool)
+            if err.code != "store":
+                raise err from e
             raise StoreError(f"Redis key table failed in a rotation scan: {e}") from e
 
     @_redis_errors

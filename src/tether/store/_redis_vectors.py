@@ -64,16 +64,17 @@ class RedisVectorTable(VectorTable):
         self._cache: dict[tuple[str, str, str], tuple[Mark, list[str], list[str], Any]] = {}
 
     async def _do(self, what: str, fn: Callable[[], Any]) -> Any:
-        from redis.exceptions import RedisError
+        from redis.exceptions import RedisClusterException, RedisError
 
         check_loop(self._loop, "Redis")
         try:
             if not self._probed:
                 await self._probe()
             return await fn()
-        except RedisError as e:
-            err = redis_error(e, f"recall index {what}", "", self._r.connection_pool)
-            if err.code == "pool_timeout":
+        except (RedisError, RedisClusterException) as e:
+            pool = getattr(self._r, "connection_pool", None)
+            err = redis_error(e, f"recall index {what}", "", pool)
+            if err.code != "store":  # pool_timeout, store_unavailable...
                 raise err from e
             raise StoreError(f"Redis recall index {what} failed ({type(e).__name__}: {e})") from e
 

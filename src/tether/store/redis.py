@@ -9,10 +9,22 @@ persistence settings tether needs are in docs/redis.md.
 All keys of a namespace share the hash tag ``{namespace}`` so that, on Redis
 Cluster, one namespace lives in one slot and its scripts stay single-slot.
 
+**Redis Cluster**: a URL to any node of a cluster works. The store asks the node
+(``INFO cluster``) and, on a cluster, opens redis-py's ``RedisCluster`` client, which
+finds the other nodes and follows slot moves. ``?cluster=yes`` forces the cluster
+client (no probe), ``?cluster=no`` the single-node one; the default is ``auto``.
+
 Connections come from a ``BlockingConnectionPool``: ``max_connections`` (default
 50) and ``pool_timeout`` (seconds, default 30) in the URL. At exhaustion a call
 waits for a free connection, then raises ``StoreError(code="pool_timeout")`` with
-nothing sent. The pool belongs to the event loop that opened the store: a call
+nothing sent. On a cluster ``max_connections`` bounds each node's connections, and
+at most that many calls run at once (a call waits up to ``pool_timeout`` for its
+turn).
+
+Failures are typed (``_pools.redis_error``): ``store_unavailable`` when the server
+cannot be reached or refuses for now (a failover, a restart), ``commit_unknown`` when
+a commit's connection failed after it was sent. A commit is never re-sent by the
+client library: a second run of it would only report a ``Conflict`` with the first. The pool belongs to the event loop that opened the store: a call
 from another loop raises ``StoreError(code="wrong_event_loop")`` at once (open one
 store per thread there).
 """
@@ -29,14 +41,21 @@ import orjson
 
 try:
     import redis.asyncio as aioredis
-    from redis.exceptions import NoScriptError, RedisError
+    from redis.asyncio.cluster import RedisCluster
+    from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("the Redis backend needs redis-py: pip install 'tether[redis]'") from e
 
 from ..core.errors import InvalidRequest, StoreError
 from ..core.graph import CausalNode, new_node
 from . import _redis_lua as lua
-from ._pools import DEFAULT_POOL_TIMEOUT, check_loop, parse_timeout, redis_error
+from ._pools import (
+    DEFAULT_POOL_TIMEOUT,
+    check_loop,
+    parse_timeout,
+    pool_timeout_error,
+    redis_error,
+)
 from .base import (
     DuplicateNodes,
     Head,
@@ -55,6 +74,16 @@ DEFAULT_PREFIX: Final = "tether:"
 DELETE_BATCH: Final = 256
 _SEQ_DIGITS: Final = 12
 DEFAULT_MAX_CONNECTIONS: Final = 50
+_CLUSTER_MODES: Final = {
+    "auto": "auto",
+    "yes": "yes",
+    "true": "yes",
+    "1": "yes",
+    "no": "no",
+    "false": "no",
+    "0": "no",
+}
+_REDIS_ERRORS: Final = (RedisError, RedisClusterException)
 # Options forwarded to redis.asyncio.BlockingConnectionPool.from_url.
 _CLIENT_OPTIONS: Final = frozenset(
     {
@@ -131,16 +160,24 @@ class RedisStore(Store):
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: aioredis.Redis | RedisCluster,
         *,
         url: str,
         prefix: str = DEFAULT_PREFIX,
         codec: PayloadCodec | None = None,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         super().__init__(codec=codec)
         self.url = url
         self.prefix = _check_prefix(prefix)
-        self._r = client
+        self.cluster = isinstance(client, RedisCluster)
+        self._r: Any = client
+        # A cluster client fails at once when a node's connections are all busy: this
+        # bounds the calls in flight instead, and makes the excess wait (pool_timeout).
+        self._slots = asyncio.Semaphore(max_connections) if self.cluster else None
+        self._pool_timeout = pool_timeout
+        self._max_connections = max_connections
         self._p = prefix.encode()
         self._closed = False
         self._vectors: VectorTable | None = None  # the recall index, made on first use
@@ -163,9 +200,12 @@ class RedisStore(Store):
         prefix = options.pop("prefix", None)
         rest = []
         pool: dict[str, Any] = {}
+        cluster = options.pop("cluster", None)
         for k, v in query:
             if k == "prefix":
                 prefix = prefix if prefix is not None else v
+            elif k == "cluster":
+                cluster = cluster if cluster is not None else v
             elif k in ("max_connections", "pool_timeout"):
                 pool[k] = v
             else:
@@ -178,8 +218,13 @@ class RedisStore(Store):
         if unknown:
             raise InvalidRequest(
                 f"unknown Redis store option(s) {sorted(unknown)}; accepted: prefix, codec, "
-                + ", ".join(sorted(_CLIENT_OPTIONS)),
+                "cluster, " + ", ".join(sorted(_CLIENT_OPTIONS)),
                 field="options",
+            )
+        mode = _CLUSTER_MODES.get(str("auto" if cluster is None else cluster).lower())
+        if mode is None:
+            raise InvalidRequest(
+                f"cluster: 'auto', 'yes' or 'no', got {cluster!r}", field="cluster"
             )
         client_url = urlunsplit(parts._replace(query=urlencode(rest)))
         prefix = _check_prefix(DEFAULT_PREFIX if prefix is None else prefix)
@@ -189,6 +234,9 @@ class RedisStore(Store):
             raise InvalidRequest(
                 f"max_connections: an integer >= 1, got {size!r}", field="max_connections"
             )
+        sizes: dict[str, Any] = {"pool_timeout": timeout, "max_connections": int(size)}
+        if mode == "yes":
+            return await cls._open_cluster(url, client_url, prefix, codec, sizes, options)
         try:
             # Blocking: at exhaustion a call waits (pool_timeout) instead of failing.
             blocking = aioredis.BlockingConnectionPool.from_url(
@@ -201,10 +249,54 @@ class RedisStore(Store):
             client = aioredis.Redis.from_pool(blocking)
         except (ValueError, TypeError, RedisError) as e:
             raise InvalidRequest(f"invalid Redis URL {url!r}: {e}", field="url") from e
-        store = cls(client, url=url, prefix=prefix, codec=codec)
+        store = cls(client, url=url, prefix=prefix, codec=codec, **sizes)
         try:
             async with store._errors("connect"):
-                await client.ping()
+                try:
+                    if mode == "no":
+                        await client.ping()
+                        return store
+                    info: dict[Any, Any] = await client.info("cluster")
+                except ResponseError as e:
+                    if "cluster mode" not in str(e):
+                        raise
+                    # SELECT of a database other than 0, refused by a cluster node.
+                    raise InvalidRequest(
+                        f"{url!r} names a Redis Cluster node, and a cluster has only "
+                        "database 0: drop the database number from the URL",
+                        field="url",
+                    ) from e
+        except BaseException:
+            await store.close()
+            raise
+        if not int(info.get("cluster_enabled", 0)):
+            return store
+        await store.close()
+        return await cls._open_cluster(url, client_url, prefix, codec, sizes, options)
+
+    @classmethod
+    async def _open_cluster(
+        cls,
+        url: str,
+        client_url: str,
+        prefix: str,
+        codec: PayloadCodec | None,
+        sizes: dict[str, Any],
+        options: dict[str, Any],
+    ) -> RedisStore:
+        try:
+            client = RedisCluster.from_url(
+                client_url,
+                max_connections=sizes["max_connections"],
+                decode_responses=False,
+                **options,
+            )
+        except (ValueError, TypeError, RedisError, RedisClusterException) as e:
+            raise InvalidRequest(f"invalid Redis Cluster URL {url!r}: {e}", field="url") from e
+        store = cls(client, url=url, prefix=prefix, codec=codec, **sizes)
+        try:
+            async with store._errors("connect"):
+                await client.initialize()  # the nodes and who serves which slot
         except BaseException:
             await store.close()
             raise
@@ -258,14 +350,25 @@ class RedisStore(Store):
         return self._p + b"namespaces"
 
     @asynccontextmanager
-    async def _errors(self, what: str) -> AsyncIterator[None]:
+    async def _errors(self, what: str, *, commit: bool = False) -> AsyncIterator[None]:
         if self._closed:
             raise StoreError("this Redis store is closed; open a new one with open_store")
         check_loop(self._loop, "Redis")
+        if self._slots is not None:
+            try:
+                await asyncio.wait_for(self._slots.acquire(), self._pool_timeout)
+            except TimeoutError:
+                raise pool_timeout_error(
+                    "Redis", self._pool_timeout, self._max_connections
+                ) from None
         try:
             yield
-        except RedisError as e:
-            raise redis_error(e, what, self.url, self._r.connection_pool) from e
+        except _REDIS_ERRORS as e:
+            pool = getattr(self._r, "connection_pool", None)
+            raise redis_error(e, what, self.url, pool, commit=commit) from e
+        finally:
+            if self._slots is not None:
+                self._slots.release()
 
     def _decode(self, namespace: str, scope: str, blob: bytes) -> CausalNode:
         header, _, payload = blob.partition(b"\n")
@@ -318,25 +421,32 @@ class RedisStore(Store):
         for w in writes:
             keys += self._scope_keys(namespace, w.scope)
             args += self._plan(namespace, w)
-        # Pipelined (one round trip) but not transactional: the namespace index lives
-        # in another cluster slot. Adding it after the script means a concurrent
-        # delete_namespace either sees this commit or re-adds it (_forget_if_empty).
-        # EVALSHA is queued by hand: a script object queued in a pipeline makes redis-py
-        # ask the server (SCRIPT EXISTS) before every execute, a second round trip. A
-        # server that lost the script (restarted, SCRIPT FLUSH) answers NOSCRIPT before
-        # running anything: load it, send again.
-        async with self._errors("commit"):
-            for attempt in range(2):
-                try:
-                    async with self._r.pipeline(transaction=False) as pipe:
-                        pipe.evalsha(self._commit.sha, len(keys), *keys, *args)
-                        pipe.zadd(self._namespaces_key, {namespace.encode(): 0})
-                        result, _ = await pipe.execute()
-                    break
-                except NoScriptError:
-                    if attempt:
-                        raise
-                    self._commit.sha = await self._r.script_load(self._commit.script)
+        # The namespace index lives in another cluster slot, so it is not in the script.
+        # Adding it after the script means a concurrent delete_namespace either sees
+        # this commit or re-adds it (_forget_if_empty).
+        if self.cluster:
+            async with self._errors("commit", commit=True):
+                result = await self._commit_on_cluster(keys, args)
+            async with self._errors("commit (namespace index)"):
+                await self._r.zadd(self._namespaces_key, {namespace.encode(): 0})
+        else:
+            # Pipelined (one round trip); the client never re-sends it (no retries).
+            # EVALSHA is queued by hand: a script object queued in a pipeline makes
+            # redis-py ask the server (SCRIPT EXISTS) before every execute, a second round
+            # trip. A server that lost the script (restarted, SCRIPT FLUSH) answers
+            # NOSCRIPT before running anything: load it, send again.
+            async with self._errors("commit", commit=True):
+                for attempt in range(2):
+                    try:
+                        async with self._r.pipeline(transaction=False) as pipe:
+                            pipe.evalsha(self._commit.sha, len(keys), *keys, *args)
+                            pipe.zadd(self._namespaces_key, {namespace.encode(): 0})
+                            result, _ = await pipe.execute()
+                        break
+                    except NoScriptError:
+                        if attempt:
+                            raise
+                        self._commit.sha = await self._r.script_load(self._commit.script)
         tag = result[0]
         if tag == b"ok":
             return
@@ -355,6 +465,28 @@ class RedisStore(Store):
             scope=w.scope,
             ids=dup,
         )
+
+    async def _commit_on_cluster(self, keys: list[bytes], args: list[Any]) -> Any:
+        """The commit script, sent once to the master of the namespace's slot.
+
+        Naming the node turns off the cluster client's retries, which would run the
+        script again after a connection failure (it may have run: ``commit_unknown``).
+        A MOVED reply (the slot moved) is still followed, and NOSCRIPT (a node that
+        never saw the script, or a promoted replica) loads it: both prove it did not run.
+        """
+        command = ("EVALSHA", self._commit.sha, len(keys), *keys, *args)
+        for attempt in range(3):
+            node = self._r.get_node_from_key(keys[0])
+            try:
+                return await self._r.execute_command(*command, target_nodes=node)
+            except NoScriptError:
+                if attempt == 2:
+                    raise
+                # Every master: the slot may have moved to one that never saw it.
+                await self._r.execute_command(
+                    "SCRIPT", "LOAD", lua.COMMIT, target_nodes=RedisCluster.PRIMARIES
+                )
+        raise AssertionError("unreachable")
 
     async def _forget_if_empty(self, namespace: str) -> None:
         """Drop an emptied namespace from the index, re-adding it if a commit raced in."""

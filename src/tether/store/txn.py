@@ -370,6 +370,12 @@ async def transact(
 
     ``fn`` must compute its appends from what it reads through the transaction,
     so that a retry recomputes them against the new heads.
+
+    A ``StoreError`` is retried too (with a longer backoff) only when it proves the
+    commit was not applied (``details["committed"] is False``: the server could not
+    be reached, or refused before running it). One whose outcome is unknown
+    (``code="commit_unknown"``) is raised: running ``fn`` again could append the
+    turn twice; read the scope to learn whether it landed.
     """
     existing: set[str] = set()  # ids a commit found stored: looked up, never re-appended
     for attempt in range(attempts):
@@ -387,6 +393,11 @@ async def transact(
                 continue  # nothing moved: compute again at once, the stored nodes known
             telemetry.record("counter", "tether.transact.retries", 1)
             await asyncio.sleep(random.uniform(0, 0.002 * 2**attempt))
+        except StoreError as e:
+            if e.details.get("committed") is not False or attempt == attempts - 1:
+                raise
+            telemetry.record("counter", "tether.transact.retries", 1)
+            await asyncio.sleep(random.uniform(0.5, 1.0) * min(1.0, 0.01 * 2**attempt))
     raise AssertionError("unreachable")
 
 

@@ -19,6 +19,7 @@ import random
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -219,39 +220,75 @@ def postgres_missing() -> str | None:
     b = pg_bin()
     if b is None or not (b / "initdb").exists():
         return "initdb/pg_ctl not found (/usr/lib/postgresql/*/bin): no private PostgreSQL"
-    if os.geteuid() == 0:
-        return "PostgreSQL refuses to run as root: no private server"
+    if os.geteuid() == 0 and _as_postgres() is None:
+        return "PostgreSQL refuses to run as root, and there is no postgres user to run it"
     return None
+
+
+def _as_postgres() -> list[str] | None:
+    """As root, the prefix that runs a command as the ``postgres`` user (None: none)."""
+    import pwd
+
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        return None
+    exe = shutil.which("runuser")
+    return [exe, "-u", "postgres", "--"] if exe else None
 
 
 class PostgresServer:
     """A private cluster (initdb) run by pg_ctl on a loopback port, trust auth."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self) -> None:
         b = pg_bin()
         assert b is not None
         self.bin = b
-        self.data = root / "pgdata"
+        # Its own directory under the system tmp dir, removed by ``stop``; not pytest's
+        # tmp_path, whose parents pytest keeps at mode 0700 (the postgres user, which runs
+        # the server when the tests run as root, could not reach it).
+        self.root = Path(tempfile.mkdtemp(prefix="tether-pg-"))
+        self.data = self.root / "pgdata"
         self.port = free_port()
-        self.log = root / "postgres.log"
+        self.log = self.root / "postgres.log"
+        # PostgreSQL refuses to run as root: then as the postgres user, in a dir it owns.
+        self.prefix: list[str] = []
+        if os.geteuid() == 0:
+            import pwd
+
+            self.prefix = _as_postgres() or []
+            pw = pwd.getpwnam("postgres")
+            os.chown(self.root, pw.pw_uid, pw.pw_gid)
 
     @property
     def url(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def _ctl(self, *args: str, timeout: float = 60) -> None:
-        subprocess.run(
-            [str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), *args],
+        done = subprocess.run(
+            [
+                *self.prefix,
+                str(self.bin / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-l",
+                str(self.log),
+                *args,
+            ],
+            cwd=self.data.parent,  # one the postgres user may enter
             capture_output=True,
             text=True,
             timeout=timeout,
-            check=True,
         )
+        if done.returncode:
+            log = self.log.read_text()[-2000:] if self.log.exists() else ""
+            raise RuntimeError(f"pg_ctl {args[-1]} failed: {done.stderr}{done.stdout}\n{log}")
 
     def start(self) -> None:
-        initdb = [str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres"]
+        initdb = [*self.prefix, str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres"]
         subprocess.run(
             [*initdb, "--auth=trust", "--no-sync", "-E", "UTF8"],
+            cwd=self.data.parent,
             capture_output=True,
             text=True,
             timeout=120,
@@ -269,3 +306,4 @@ class PostgresServer:
     def stop(self) -> None:
         with contextlib.suppress(Exception):
             self._ctl("-m", "immediate", "-w", "stop")
+        shutil.rmtree(self.root, ignore_errors=True)

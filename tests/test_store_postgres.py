@@ -229,8 +229,8 @@ async def test_a_commit_is_one_statement_whatever_it_touches(
         sent: list[str] = []
         inner = PostgresStore._with_conn
 
-        async def counting(self: PostgresStore, fn: Any) -> Any:
-            return await inner(self, lambda conn: fn(_Counting(conn, sent)))
+        async def counting(self: PostgresStore, fn: Any, **kw: Any) -> Any:
+            return await inner(self, lambda conn: fn(_Counting(conn, sent)), **kw)
 
         monkeypatch.setattr(PostgresStore, "_with_conn", counting)
         await txn.commit()
@@ -331,8 +331,8 @@ async def test_a_look_up_by_id_reads_only_those_rows_whatever_the_statistics(
                 sent.append((sql, args))
                 return await self.conn.fetch(sql, *args)
 
-        async def recording(self: PostgresStore, fn: Any) -> Any:
-            return await inner(self, lambda conn: fn(Recording(conn)))
+        async def recording(self: PostgresStore, fn: Any, **kw: Any) -> Any:
+            return await inner(self, lambda conn: fn(Recording(conn)), **kw)
 
         PostgresStore._with_conn = recording  # type: ignore[method-assign]
         try:

@@ -66,16 +66,95 @@ def parse_timeout(value: Any, field: str = "pool_timeout") -> float:
     return t
 
 
+# SQLSTATE classes after which a connection is not trusted again: connection exceptions
+# (08), operator intervention (57: the backend was terminated, the server is shutting
+# down or starting) and internal errors (XX).
+_PG_BROKEN: Final = ("08", "57", "XX")
+
+
+def pg_broken(e: BaseException) -> bool:
+    """Whether the connection that raised ``e`` must be discarded, not reused.
+
+    Only a plain SQL error (a constraint, a raise from PL/pgSQL, a serialization
+    failure) leaves it usable: anything else (a lost or terminated backend, a timeout,
+    a cancelled call, a driver in the middle of another operation) may leave a reply in
+    flight on it, and the next caller would meet asyncpg's "another operation is in
+    progress".
+    """
+    from ..core.errors import TetherError
+
+    if isinstance(e, TetherError):  # raised by our code after a complete statement
+        return False
+    try:
+        import asyncpg
+    except ImportError:  # pragma: no cover - only the PostgreSQL backend calls this
+        return True
+    if isinstance(e, asyncpg.PostgresError):
+        return str(getattr(e, "sqlstate", "") or "XX")[:2] in _PG_BROKEN
+    return True
+
+
+def pg_unavailable(e: BaseException) -> bool:
+    """Whether ``e`` means PostgreSQL could not be reached or dropped the connection."""
+    try:
+        import asyncpg
+    except ImportError:  # pragma: no cover
+        return False
+    if isinstance(e, asyncpg.PostgresError):
+        return str(getattr(e, "sqlstate", "") or "")[:2] in ("08", "57")
+    return isinstance(
+        e, OSError | asyncpg.InterfaceError | asyncpg.InternalClientError
+    ) and not isinstance(e, TimeoutError)
+
+
+def pg_error(e: Exception, what: str) -> Exception:
+    """The tether error a failed PostgreSQL call of ``what`` becomes (tether's own pass)."""
+    from ..core.errors import TetherError
+
+    if isinstance(e, TetherError):
+        return e
+    if isinstance(e, TimeoutError):
+        return StoreError(f"PostgreSQL {what}: no answer within command_timeout", code="timeout")
+    if pg_unavailable(e) or pg_broken(e):
+        return StoreError(
+            f"PostgreSQL {what}: the connection failed ({type(e).__name__}: {e}); retry later",
+            code="store_unavailable",
+        )
+    return StoreError(f"PostgreSQL {what} failed: {e}")
+
+
 @asynccontextmanager
 async def pg_connection(pool: Any, timeout: float | None) -> AsyncIterator[Any]:
-    """A connection of asyncpg ``pool``: on its loop, within ``timeout`` seconds."""
+    """A connection of asyncpg ``pool``: on its loop, within ``timeout`` seconds.
+
+    A failure to get one (the pool is exhausted, the server cannot be reached) is a
+    ``StoreError`` that says nothing was sent (``committed=False``). A connection whose
+    call failed other than with a plain SQL error is terminated before it goes back to
+    the pool (``pg_broken``), so it is never handed out again.
+    """
     check_loop(getattr(pool, "_loop", None), "PostgreSQL")
     try:
         conn = await pool.acquire(timeout=timeout)
     except TimeoutError as e:
         raise pool_timeout_error("PostgreSQL", timeout, pool.get_max_size()) from e
+    except Exception as e:
+        if not pg_unavailable(e):
+            raise
+        raise StoreError(
+            f"cannot reach PostgreSQL ({type(e).__name__}: {e}); nothing was sent, retry later",
+            code="store_unavailable",
+            backend="PostgreSQL",
+            committed=False,
+        ) from e
     try:
         yield conn
+    except BaseException as e:
+        # A timed-out or cancelled call is asyncpg's own to undo: it cancels the
+        # statement on the server and the release waits for that (closing the socket
+        # instead would leave the statement running, e.g. waiting on a lock).
+        if pg_broken(e) and not isinstance(e, TimeoutError | asyncio.CancelledError):
+            conn.terminate()
+        raise
     finally:
         await pool.release(conn)
 

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from ..core.errors import StoreError
 from ..core.graph import now_iso
-from ._pools import DEFAULT_POOL_TIMEOUT, pg_connection
+from ._pools import DEFAULT_POOL_TIMEOUT, pg_connection, pg_error
 from .keys import KeyStore, WrappedKey
 
 # Append-only: never edit a shipped migration, add the next one.
@@ -87,17 +87,13 @@ class PostgresKeyStore(KeyStore):
         return bool(await self.checks())
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
-        import asyncpg
-
         try:
             async with pg_connection(self._pool, self.pool_timeout) as c:
                 return list(await c.fetch(_sql(sql, self.schema), *args))
-        except asyncpg.PostgresError as e:
-            raise StoreError(f"PostgreSQL key table failed: {e}") from e
+        except Exception as e:
+            raise pg_error(e, "key table") from e
 
     async def _write(self, sql: str, *args: Any, lock_checks: bool = False) -> list[Any]:
-        import asyncpg
-
         try:
             async with pg_connection(self._pool, self.pool_timeout) as c, c.transaction():
                 if not self._ready:
@@ -107,8 +103,8 @@ class PostgresKeyStore(KeyStore):
                         _sql("LOCK TABLE {checks} IN SHARE ROW EXCLUSIVE MODE", self.schema)
                     )
                 return list(await c.fetch(_sql(sql, self.schema), *args))
-        except asyncpg.PostgresError as e:
-            raise StoreError(f"PostgreSQL key table failed: {e}") from e
+        except Exception as e:
+            raise pg_error(e, "key table") from e
 
     async def _migrate(self, c: Any) -> None:
         await c.execute("SELECT pg_advisory_xact_lock($1)", _LOCK)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from ..core.errors import StoreError
-from ._pools import DEFAULT_POOL_TIMEOUT, pg_connection
+from ._pools import DEFAULT_POOL_TIMEOUT, pg_connection, pg_error
 from .vectors import Mark, VectorEntry, VectorHit, VectorTable, scan
 
 _LOCK: Final = 0x7465_7468_7265_6331  # "tethrec1": serializes creating the tables
@@ -66,16 +66,14 @@ class PostgresVectorTable(VectorTable):
         self._ready = True
 
     async def _do(self, fn: Callable[[Any], Any]) -> Any:
-        import asyncpg
-
         if self._pool is None:
             raise StoreError("this store is closed; open a new one with tether.open_store")
         try:
             async with pg_connection(self._pool, self.pool_timeout) as c:
                 await self._setup(c)
                 return await fn(c)
-        except asyncpg.PostgresError as e:
-            raise StoreError(f"PostgreSQL recall index failed: {e}") from e
+        except Exception as e:
+            raise pg_error(e, "recall index") from e
 
     async def close(self) -> None:
         self._pool = None

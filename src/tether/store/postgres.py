@@ -28,6 +28,7 @@ import asyncio
 import hashlib
 import json
 import re
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -36,7 +37,13 @@ import orjson
 
 from ..core.errors import Conflict, InvalidRequest, StoreError
 from ..core.graph import CausalNode, new_node
-from ._pools import DEFAULT_POOL_TIMEOUT, parse_timeout, pg_connection
+from ._pools import (
+    DEFAULT_POOL_TIMEOUT,
+    parse_timeout,
+    pg_broken,
+    pg_connection,
+    pg_unavailable,
+)
 from ._postgres_schema import LATEST, MIGRATIONS
 from ._sql import (
     KIND_CODE,
@@ -85,6 +92,9 @@ _BY_IDS: Final = (
     " (SELECT * FROM {nodes} x WHERE x.sid = {sid} AND x.id = want.id LIMIT 1) n"
 )
 _RETRY_SQLSTATES: Final = frozenset({"40001", "40P01"})  # serialization failure, deadlock
+# Seconds a read goes on retrying a lost connection (a restart, a terminated backend),
+# and a commit whose connection failed goes on looking for its outcome.
+READ_RETRY: Final = 5.0
 
 
 def parse_url(url: str) -> tuple[str, dict[str, str]]:
@@ -284,7 +294,7 @@ class PostgresStore(Store):
             )
             return int(v)
 
-        return await self._with_conn(read)
+        return await self._with_conn(read, read=True)
 
     async def schema_version(self) -> int:
         """The newest migration applied to this schema."""
@@ -298,30 +308,65 @@ class PostgresStore(Store):
             raise StoreError("this store is closed; open a new one with tether.open_store")
         return self._pool
 
-    async def _with_conn(self, fn: Callable[[Any], Awaitable[T]]) -> T:
-        """Run ``fn(connection)``; retry deadlocks and serialization failures; map errors."""
+    async def _with_conn(
+        self, fn: Callable[[Any], Awaitable[T]], *, read: bool = False, commit: bool = False
+    ) -> T:
+        """Run ``fn(connection)``; retry deadlocks and serialization failures; map errors.
+
+        Every failure becomes a tether error with its code (``_pg_error``). ``read``:
+        ``fn`` only reads, so a lost connection is retried for up to ``READ_RETRY``
+        seconds (a restart, a terminated backend) before ``store_unavailable``.
+        ``commit``: a failure after the statement was sent is ``commit_unknown``.
+        """
         import asyncpg
 
-        for attempt in range(5):
+        deadline = time.monotonic() + READ_RETRY
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 async with pg_connection(self._p, self.pool_timeout) as conn:
                     return await fn(conn)
+            except StoreError as e:
+                # Not reached: nothing sent (pg_connection). A read may try again.
+                if read and e.code == "store_unavailable" and time.monotonic() < deadline:
+                    await asyncio.sleep(min(0.5, 0.02 * 2**attempt))
+                    continue
+                raise
+            except (Conflict, InvalidRequest):
+                raise
             except asyncpg.PostgresError as e:
-                if getattr(e, "sqlstate", None) in _RETRY_SQLSTATES and attempt < 4:
+                if getattr(e, "sqlstate", None) in _RETRY_SQLSTATES and attempt < 5:
                     await asyncio.sleep(0.001 * 2**attempt)
                     continue
-                raise self._error(e) from e
-            except TimeoutError as e:  # command_timeout (a TimeoutError is also an OSError)
-                raise StoreError(
-                    "PostgreSQL did not answer within command_timeout; raise it, or look "
-                    "for a lock held by another session",
-                    code="timeout",
-                ) from e
-            except (OSError, asyncpg.InterfaceError) as e:
-                raise StoreError(
-                    f"PostgreSQL connection failed: {e}", code="store_unavailable"
-                ) from e
-        raise AssertionError("unreachable")
+                if read and pg_unavailable(e) and time.monotonic() < deadline:
+                    await asyncio.sleep(min(0.5, 0.02 * 2**attempt))
+                    continue
+                raise self._pg_error(e, commit=commit) from e
+            except Exception as e:
+                if read and pg_unavailable(e) and time.monotonic() < deadline:
+                    await asyncio.sleep(min(0.5, 0.02 * 2**attempt))
+                    continue
+                raise self._pg_error(e, commit=commit) from e
+
+    def _pg_error(self, e: Exception, *, commit: bool = False) -> Exception:
+        """The tether error a failed call becomes (never a raw asyncpg exception)."""
+        if isinstance(e, TimeoutError):  # command_timeout (a TimeoutError is also an OSError)
+            if commit:
+                return _unknown(e, "the commit did not answer within command_timeout")
+            return StoreError(
+                "PostgreSQL did not answer within command_timeout; raise it, or look "
+                "for a lock held by another session",
+                code="timeout",
+            )
+        if pg_unavailable(e) or pg_broken(e):
+            if commit:
+                return _unknown(e, "the connection failed after the commit was sent")
+            return StoreError(
+                f"PostgreSQL connection failed ({type(e).__name__}: {e}); retry later",
+                code="store_unavailable",
+            )
+        return self._error(e)
 
     def _error(self, e: Exception) -> Exception:
         if isinstance(e, Conflict | StoreError | InvalidRequest):
@@ -370,7 +415,10 @@ class PostgresStore(Store):
 
         import asyncpg
 
+        backend: list[int] = []  # the server process that ran the commit
+
         async def run(conn: Any) -> None:
+            backend.append(conn.get_server_pid())
             try:
                 await conn.execute(
                     self._q["commit"], namespace, *args, any(k is not None for k in n_rkey)
@@ -394,7 +442,61 @@ class PostgresStore(Store):
                     (int(d["generation"]), int(d["sequence"])),
                 ) from None
 
-        await self._with_conn(run)
+        try:
+            await self._with_conn(run, commit=True)
+        except StoreError as e:
+            if e.code != "commit_unknown" or not backend:
+                raise
+            # After a timeout asyncpg cancelled the statement and waited for its end
+            # before the connection went back to the pool: no process to wait for.
+            pid = None if isinstance(e.__cause__, TimeoutError) else backend[-1]
+            landed = await self._settle(namespace, ordered, pid)
+            if landed is None:
+                raise
+            if not landed:
+                raise StoreError(
+                    "PostgreSQL dropped the connection during the commit, and the commit "
+                    "was not applied (its server process is gone, its nodes are not "
+                    f"stored); nothing was written, retry ({e.message})",
+                    code="store_unavailable",
+                    committed=False,
+                ) from e
+            # Applied: the server process ended after writing every node.
+
+    async def _settle(
+        self, namespace: str, writes: Sequence[ScopeWrite], pid: int | None
+    ) -> bool | None:
+        """Whether a commit whose connection failed was applied: True, False, or None
+        when that cannot be proven within ``READ_RETRY`` seconds.
+
+        The proof: the server process that ran it is gone from ``pg_stat_activity``
+        (it ended its transaction, committed or rolled back, before leaving), and
+        then every node of the commit is stored (applied: commits are atomic) or not
+        all are (not applied). While that process lives, its commit may still land.
+        A pid reused by a new process after a restart only makes the answer None.
+        """
+        ids = [(w.scope, [bytes.fromhex(n.id[3:]) for n in w.nodes]) for w in writes if w.nodes]
+
+        async def probe(conn: Any) -> bool | None:
+            if pid is not None and await conn.fetchval(
+                "SELECT 1 FROM pg_stat_activity WHERE pid = $1", pid
+            ):
+                return None
+            for scope, want in ids:
+                rows = await conn.fetch(self._q["by_ids"], namespace, scope, want)
+                if len(rows) != len(want):
+                    return False
+            return True
+
+        deadline = time.monotonic() + READ_RETRY
+        while True:
+            try:
+                got = await self._with_conn(probe, read=True)
+            except StoreError:
+                got = None
+            if got is not None or time.monotonic() > deadline:
+                return got
+            await asyncio.sleep(0.05)
 
     async def _do_prune(
         self, namespace: str, scope: str, expected: Head, cut: tuple[int, ...], write: ScopeWrite
@@ -505,7 +607,7 @@ class PostgresStore(Store):
         async def run(conn: Any) -> list[Any]:
             return list(await conn.fetch(sql, *args))
 
-        return await self._with_conn(run)
+        return await self._with_conn(run, read=True)
 
     async def head(self, namespace: str, scope: str) -> Head:
         rows = await self._fetch(self._q["head"], namespace, scope)
@@ -722,6 +824,16 @@ class PostgresStore(Store):
 
 async def _keep_session(conn: Any) -> None:
     """The pool's reset hook: nothing to undo (see ``PostgresStore.open``)."""
+
+
+def _unknown(e: BaseException, why: str) -> StoreError:
+    return StoreError(
+        f"PostgreSQL commit outcome unknown: {why} ({type(e).__name__}: {e}). It may or "
+        "may not have been applied: read the scope before committing again (its nodes "
+        "are there, or none is)",
+        code="commit_unknown",
+        committed=None,
+    )
 
 
 def _redact(dsn: str) -> str:

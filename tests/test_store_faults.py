@@ -41,13 +41,16 @@ async def test_a_commit_whose_backend_is_terminated_is_proven_not_applied(
     """The backend running a commit is terminated mid-statement (the commit waits on a
     row lock the test holds): the connection is discarded, and since its backend is
     gone and its nodes are not stored, the commit is ``store_unavailable`` with
-    ``committed=False`` (which ``transact`` retries); the store goes on on a new
+    ``committed=False``, which ``transact`` retries; the store goes on on a new
     connection. Was: a raw asyncpg error, then "another operation is in progress"."""
     import asyncpg
 
     schema = f"tether_faults_{uuid.uuid4().hex[:10]}"
     url = f"{postgres_url}{'&' if '?' in postgres_url else '?'}schema={schema}"
     admin = await asyncpg.connect(postgres_url)
+    # Polls on a connection of its own: inside the admin's lock transaction
+    # pg_stat_activity would stay the snapshot its first read took.
+    watch = await asyncpg.connect(postgres_url)
     s = await open_store(url, max_size=1)
     try:
         first = Transaction(s, NS)
@@ -63,7 +66,7 @@ async def test_a_commit_whose_backend_is_terminated_is_proven_not_applied(
             deadline = time.monotonic() + 20
             while pid is None:  # the commit, waiting on the lock
                 assert time.monotonic() < deadline, (
-                    await admin.fetch(
+                    await watch.fetch(
                         "SELECT pid, wait_event_type, state, query FROM pg_stat_activity"
                         " WHERE query LIKE $1",
                         f"%{schema}%",
@@ -71,7 +74,7 @@ async def test_a_commit_whose_backend_is_terminated_is_proven_not_applied(
                     task,
                 )
                 await asyncio.sleep(0.01)
-                pid = await admin.fetchval(
+                pid = await watch.fetchval(
                     "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
                     " AND query LIKE $1",
                     f'%"{schema}".tether_commit%',
@@ -90,12 +93,15 @@ async def test_a_commit_whose_backend_is_terminated_is_proven_not_applied(
         async def turn(t: Transaction) -> None:
             await t.append("thread:t", "goal", {"i": 2})
 
-        await transact(s, NS, turn)  # the store goes on, on a new connection
+        # transact under the same fault: its first commit is proven not applied, and run
+        # again on a new connection.
+        await commit_under_kill(lambda: transact(s, NS, turn))
         assert [n.payload for n in await s.nodes(NS, "thread:t")] == [{"i": 0}, {"i": 2}]
     finally:
         await s.close()
         await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         await admin.close()
+        await watch.close()
 
 
 # -- PostgreSQL: terminated backends and restarts (a private server) ------------------

@@ -161,16 +161,14 @@ async def pg_connection(pool: Any, timeout: float | None) -> AsyncIterator[Any]:
 
 # redis-py's message for a connection that could not be opened: nothing was sent on it.
 _CONNECT_FAILED: Final = " connecting to "
-# Replies that prove a command was not run: the cluster is moving a slot or electing a
-# master (CLUSTERDOWN, TRYAGAIN, MOVED/ASK left over), the node is loading its data, or
-# it is a replica refusing a write.
+# Replies that prove a command was not run, for now: the cluster is moving a slot or
+# electing a master (CLUSTERDOWN, TRYAGAIN), the node is loading its data, or it is a
+# replica refusing a write.
 _NOT_RUN: Final = frozenset(
     {
         "ClusterDownError",
         "MasterDownError",
         "TryAgainError",
-        "MovedError",
-        "AskError",
         "BusyLoadingError",
         "ReadOnlyError",
         "SlotNotCoveredError",
@@ -225,6 +223,15 @@ def redis_error(
 
     url = _redact(url)
     detail = f"{name}: {e}"
+    if name in ("MovedError", "AskError"):
+        # Only a single-node client meets these (the cluster client follows them).
+        return StoreError(
+            f"Redis {what} failed: the server is a Redis Cluster node and the key lives on "
+            f"another node ({detail}); nothing was applied. Open the store with "
+            "cluster=auto (the default) or cluster=yes",
+            operation=what,
+            committed=False if commit else None,
+        )
     if isinstance(e, AuthenticationError | AuthorizationError):
         return StoreError(
             f"Redis {what} failed: the server refused the credentials ({detail}); check "

@@ -23,7 +23,8 @@ turn).
 
 Failures are typed (``_pools.redis_error``): ``store_unavailable`` when the server
 cannot be reached or refuses for now (a failover, a restart), ``commit_unknown`` when
-a commit's connection failed after it was sent. A commit is never re-sent by the
+a commit's connection failed after it was sent. Reads retry ``store_unavailable`` for
+up to ``READ_RETRY`` seconds. A commit is never re-sent by the
 client library: a second run of it would only report a ``Conflict`` with the first. The pool belongs to the event loop that opened the store: a call
 from another loop raises ``StoreError(code="wrong_event_loop")`` at once (open one
 store per thread there).
@@ -32,7 +33,8 @@ store per thread there).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -74,6 +76,8 @@ DEFAULT_PREFIX: Final = "tether:"
 DELETE_BATCH: Final = 256
 _SEQ_DIGITS: Final = 12
 DEFAULT_MAX_CONNECTIONS: Final = 50
+# Seconds a read goes on retrying while the server is unavailable.
+READ_RETRY: Final = 5.0
 _CLUSTER_MODES: Final = {
     "auto": "auto",
     "yes": "yes",
@@ -139,6 +143,17 @@ def _prefix_range(prefix: bytes) -> tuple[bytes, bytes]:
     if not prefix:
         return b"-", b"+"
     return b"[" + prefix, b"(" + prefix + b"\xff"
+
+
+async def _on_connect(conn: Any) -> None:
+    """A new connection's handshake, then its server-side id (``CLIENT ID``), which
+    settling a commit whose connection failed looks for (``RedisStore._settle``)."""
+    await conn.on_connect()
+    try:
+        await conn.send_command("CLIENT", "ID")
+        conn._tether_id = int(await conn.read_response())
+    except ResponseError:  # CLIENT denied to this user: such commits stay unknown
+        conn._tether_id = None
 
 
 def _encode_node(node: CausalNode, payload: bytes) -> bytes:
@@ -244,6 +259,7 @@ class RedisStore(Store):
                 max_connections=int(size),
                 timeout=timeout,
                 decode_responses=False,
+                redis_connect_func=_on_connect,
                 **options,
             )
             client = aioredis.Redis.from_pool(blocking)
@@ -370,6 +386,25 @@ class RedisStore(Store):
             if self._slots is not None:
                 self._slots.release()
 
+    async def _read(self, what: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        """``call()`` (one read), retried while the server is unavailable (a restart, a
+        killed connection, a failover), for up to ``READ_RETRY`` seconds."""
+        deadline = 0.0
+        attempt = 0
+        while True:
+            try:
+                async with self._errors(what):
+                    return await call()
+            except StoreError as e:
+                if e.code != "store_unavailable" or self._closed:
+                    raise
+                now = time.monotonic()
+                deadline = deadline or now + READ_RETRY
+                if now > deadline:
+                    raise
+                attempt += 1
+                await asyncio.sleep(min(0.5, 0.01 * 2**attempt))
+
     def _decode(self, namespace: str, scope: str, blob: bytes) -> CausalNode:
         header, _, payload = blob.partition(b"\n")
         nid, kind, parents, created_at, sequence, rk = orjson.loads(header)
@@ -430,23 +465,7 @@ class RedisStore(Store):
             async with self._errors("commit (namespace index)"):
                 await self._r.zadd(self._namespaces_key, {namespace.encode(): 0})
         else:
-            # Pipelined (one round trip); the client never re-sends it (no retries).
-            # EVALSHA is queued by hand: a script object queued in a pipeline makes
-            # redis-py ask the server (SCRIPT EXISTS) before every execute, a second round
-            # trip. A server that lost the script (restarted, SCRIPT FLUSH) answers
-            # NOSCRIPT before running anything: load it, send again.
-            async with self._errors("commit", commit=True):
-                for attempt in range(2):
-                    try:
-                        async with self._r.pipeline(transaction=False) as pipe:
-                            pipe.evalsha(self._commit.sha, len(keys), *keys, *args)
-                            pipe.zadd(self._namespaces_key, {namespace.encode(): 0})
-                            result, _ = await pipe.execute()
-                        break
-                    except NoScriptError:
-                        if attempt:
-                            raise
-                        self._commit.sha = await self._r.script_load(self._commit.script)
+            result = await self._commit_on_server(namespace, writes, keys, args)
         tag = result[0]
         if tag == b"ok":
             return
@@ -465,6 +484,87 @@ class RedisStore(Store):
             scope=w.scope,
             ids=dup,
         )
+
+    async def _commit_on_server(
+        self, namespace: str, writes: Sequence[ScopeWrite], keys: list[bytes], args: list[Any]
+    ) -> Any:
+        """The commit script and the namespace index's ZADD, pipelined (one round trip),
+        on a connection this store knows the server-side id of (``_on_connect``).
+
+        The client never re-sends it (no retries). When the connection fails after
+        sending it, the outcome is settled if it can be proven (``_settle``): applied
+        (returns as if the reply had come), or not (``store_unavailable`` with
+        ``committed=False``); else ``commit_unknown``.
+        """
+        conn: Any = None
+        try:
+            async with self._errors("commit", commit=True):
+                # EVALSHA is queued by hand: a script object queued in a pipeline makes
+                # redis-py ask the server (SCRIPT EXISTS) before every execute, a second
+                # round trip. A server that lost the script (restarted, SCRIPT FLUSH)
+                # answers NOSCRIPT before running anything: load it, send again.
+                for attempt in range(2):
+                    conn = await self._r.connection_pool.get_connection()
+                    pipe = self._r.pipeline(transaction=False)
+                    pipe.connection = conn  # released by the pipeline's reset
+                    try:
+                        async with pipe:
+                            pipe.evalsha(self._commit.sha, len(keys), *keys, *args)
+                            pipe.zadd(self._namespaces_key, {namespace.encode(): 0})
+                            result, _ = await pipe.execute()
+                            return result
+                    except NoScriptError:
+                        if attempt:
+                            raise
+                        self._commit.sha = await self._r.script_load(self._commit.script)
+                raise AssertionError("unreachable")
+        except StoreError as e:
+            if e.code != "commit_unknown":
+                raise
+            landed = await self._settle(namespace, writes, getattr(conn, "_tether_id", None))
+            if landed is None:
+                raise
+            if not landed:
+                raise StoreError(
+                    "Redis dropped the connection during the commit, and the commit was not "
+                    "applied (its connection is gone from the server and its nodes are not "
+                    f"stored); nothing was written, retry ({e.message})",
+                    code="store_unavailable",
+                    committed=False,
+                ) from e
+            async with self._errors("commit (namespace index)"):
+                await self._r.zadd(self._namespaces_key, {namespace.encode(): 0})
+            return [b"ok"]
+
+    async def _settle(
+        self, namespace: str, writes: Sequence[ScopeWrite], client_id: int | None
+    ) -> bool | None:
+        """Whether a commit whose connection failed was applied: True, False, or None
+        when that cannot be proven within ``READ_RETRY`` seconds.
+
+        The proof: the server no longer lists the connection that sent it (Redis runs
+        a client's commands as it reads them and drops what is left when it frees the
+        client, so nothing of it can run later), and then every node of the commit is
+        stored (applied: the script is atomic) or not all are (not applied).
+        """
+        if client_id is None:
+            return None
+        deadline = time.monotonic() + READ_RETRY
+        while True:
+            try:
+                async with self._errors("commit (settle)"):
+                    if not await self._r.client_list(client_id=[client_id]):
+                        for w in writes:
+                            idx = self._scope_keys(namespace, w.scope)[2]
+                            got = await self._r.hmget(idx, [n.id for n in w.nodes])
+                            if w.nodes and any(g is None for g in got):
+                                return False
+                        return True
+            except StoreError:
+                pass
+            if time.monotonic() > deadline:
+                return None
+            await asyncio.sleep(0.05)
 
     async def _commit_on_cluster(self, keys: list[bytes], args: list[Any]) -> Any:
         """The commit script, sent once to the master of the namespace's slot.
@@ -577,8 +677,7 @@ class RedisStore(Store):
 
     async def head(self, namespace: str, scope: str) -> Head:
         meta = self._scope_keys(namespace, scope)[0]
-        async with self._errors("head"):
-            got: list[Any] = await self._r.hmget(meta, [b"g", b"s", b"f"])
+        got: list[Any] = await self._read("head", lambda: self._r.hmget(meta, [b"g", b"s", b"f"]))
         g, s, f = got
         if g is None:
             return Head()
@@ -601,11 +700,8 @@ class RedisStore(Store):
         if limit <= 0:
             return []
         keys = self._scope_keys(namespace, scope)[:2]
-        async with self._errors("nodes"):
-            blobs = await self._range(
-                keys=keys,
-                args=[after, -1 if before is None else max(before, 0), limit, int(descending)],
-            )
+        args = [after, -1 if before is None else max(before, 0), limit, int(descending)]
+        blobs = await self._read("nodes", lambda: self._range(keys=keys, args=args))
         return [self._decode(namespace, scope, b) for b in blobs if b is not None]
 
     async def get_nodes(
@@ -614,8 +710,7 @@ class RedisStore(Store):
         if not ids:
             return {}
         _, nodes, idx, *_ = self._scope_keys(namespace, scope)
-        async with self._errors("get_nodes"):
-            blobs = await self._get(keys=[idx, nodes], args=list(ids))
+        blobs = await self._read("get_nodes", lambda: self._get(keys=[idx, nodes], args=list(ids)))
         out = (self._decode(namespace, scope, b) for b in blobs if b is not None)
         return {n.id: n for n in out}
 
@@ -623,8 +718,9 @@ class RedisStore(Store):
         self, namespace: str, scope: str, lo: bytes, hi: bytes
     ) -> dict[str, CausalNode]:
         _, nodes, _, rkeys, rheads, _ = self._scope_keys(namespace, scope)
-        async with self._errors("resource_heads"):
-            flat = await self._heads(keys=[rkeys, rheads, nodes], args=[lo, hi])
+        flat = await self._read(
+            "resource_heads", lambda: self._heads(keys=[rkeys, rheads, nodes], args=[lo, hi])
+        )
         return {
             flat[i].decode(): self._decode(namespace, scope, flat[i + 1])
             for i in range(0, len(flat), 2)
@@ -646,8 +742,9 @@ class RedisStore(Store):
             return []
         _, nodes, *_, versions = self._scope_keys(namespace, scope)
         lo, hi = _prefix_range(_escape_key(key))
-        async with self._errors("versions"):
-            blobs = await self._versions(keys=[versions, nodes], args=[lo, hi, limit])
+        blobs = await self._read(
+            "versions", lambda: self._versions(keys=[versions, nodes], args=[lo, hi, limit])
+        )
         return [self._decode(namespace, scope, b) for b in blobs if b is not None]
 
     async def list_namespaces(self, *, after: str | None = None, limit: int = 100) -> list[str]:
@@ -680,10 +777,10 @@ class RedisStore(Store):
         if after is not None and (lo == b"-" or after.encode() >= lo[1:]):
             lo = b"(" + after.encode()
         stem = self._stem(namespace) + b":h:"
-        async with self._errors("list_scopes"):
-            flat = await self._scopes(
-                keys=[self._ns_keys(namespace)[0]], args=[stem, lo, hi, limit]
-            )
+        flat = await self._read(
+            "list_scopes",
+            lambda: self._scopes(keys=[self._ns_keys(namespace)[0]], args=[stem, lo, hi, limit]),
+        )
         return [
             ScopeInfo(
                 scope=flat[i].decode(), generation=int(flat[i + 1]), sequence=int(flat[i + 2])
@@ -693,8 +790,7 @@ class RedisStore(Store):
 
     async def stats(self, namespace: str, scope: str) -> ScopeStats:
         meta = self._scope_keys(namespace, scope)[0]
-        async with self._errors("stats"):
-            raw: dict[Any, Any] = await self._r.hgetall(meta)
+        raw: dict[Any, Any] = await self._read("stats", lambda: self._r.hgetall(meta))
         kinds = {k[2:].decode(): int(v) for k, v in raw.items() if k.startswith(b"k:") and int(v)}
         return ScopeStats(
             nodes=int(raw.get(b"n", 0)), payload_bytes=int(raw.get(b"b", 0)), kinds=kinds

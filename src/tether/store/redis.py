@@ -33,6 +33,7 @@ store per thread there).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -574,9 +575,9 @@ class RedisStore(Store):
         A MOVED reply (the slot moved) is still followed, and NOSCRIPT (a node that
         never saw the script, or a promoted replica) loads it: both prove it did not run.
         """
-        command = ("EVALSHA", self._commit.sha, len(keys), *keys, *args)
         for attempt in range(3):
             node = self._r.get_node_from_key(keys[0])
+            command = ("EVALSHA", self._commit.sha, len(keys), *keys, *args)
             try:
                 return await self._r.execute_command(*command, target_nodes=node)
             except NoScriptError:
@@ -586,6 +587,7 @@ class RedisStore(Store):
                 await self._r.execute_command(
                     "SCRIPT", "LOAD", lua.COMMIT, target_nodes=RedisCluster.PRIMARIES
                 )
+                self._commit.sha = hashlib.sha1(lua.COMMIT.encode()).hexdigest()
         raise AssertionError("unreachable")
 
     async def _forget_if_empty(self, namespace: str) -> None:

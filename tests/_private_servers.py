@@ -49,6 +49,8 @@ def _wait(check: object, timeout: float, what: str) -> None:
         try:
             if check():  # type: ignore[operator]
                 return
+        except RuntimeError:
+            raise
         except Exception as e:  # keep polling, report the last one
             last = e
         time.sleep(0.05)
@@ -79,10 +81,13 @@ def redis_missing() -> str | None:
 class RedisServer:
     """One ``redis-server`` on a loopback port; ``restart`` keeps the port and its data."""
 
-    def __init__(self, root: Path, *, port: int | None = None, cluster: bool = False) -> None:
-        self.port = port or free_port(bus=cluster)
-        self.dir = root / str(self.port)
-        self.dir.mkdir(parents=True, exist_ok=True)
+    def __init__(self, root: Path | None = None, *, cluster: bool = False) -> None:
+        self.port = free_port(bus=cluster)
+        # A directory of its own under the system tmp dir (not pytest's tmp_path, which
+        # other pytest sessions of the same user may prune while this one runs).
+        self.root = Path(tempfile.mkdtemp(prefix="tether-redis-", dir=root))
+        self.dir = self.root / str(self.port)
+        self.dir.mkdir()
         self.cluster = cluster
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -111,7 +116,17 @@ class RedisServer:
                 "--cluster-node-timeout", "1500",
             ]  # fmt: skip
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait(lambda: _cli(self.port, "PING").strip() == "PONG", 15, f"redis-server :{self.port}")
+
+        def up() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                log = self.dir / "redis.log"
+                raise RuntimeError(
+                    f"redis-server :{self.port} exited: "
+                    + (log.read_text()[-500:] if log.exists() else "no log")
+                )
+            return _cli(self.port, "PING").strip() == "PONG"
+
+        _wait(up, 30, f"redis-server :{self.port}")
 
     def stop(self, *, kill: bool = False) -> None:
         p, self.proc = self.proc, None
@@ -131,6 +146,10 @@ class RedisServer:
         self.stop()
         self.start()
 
+    def remove(self) -> None:
+        self.stop(kill=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
     def cli(self, *args: str) -> str:
         return _cli(self.port, *args)
 
@@ -138,9 +157,9 @@ class RedisServer:
 class RedisCluster:
     """``masters`` masters with ``replicas`` replicas each, on loopback ports."""
 
-    def __init__(self, root: Path, *, masters: int = 3, replicas: int = 1) -> None:
-        self.root = root
-        self.nodes = [RedisServer(root, cluster=True) for _ in range(masters * (1 + replicas))]
+    def __init__(self, *, masters: int = 3, replicas: int = 1) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="tether-redis-cluster-"))
+        self.nodes = [RedisServer(self.root, cluster=True) for _ in range(masters * (1 + replicas))]
         self.masters = masters
         self.replicas = replicas
 
@@ -188,6 +207,7 @@ class RedisCluster:
     def stop(self) -> None:
         for n in self.nodes:
             n.stop(kill=True)
+        shutil.rmtree(self.root, ignore_errors=True)
 
     def roles(self) -> dict[int, tuple[str, str, str]]:
         """port -> (node id, "master"/"slave", master id or "-"), as CLUSTER NODES says."""

@@ -13,7 +13,6 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -188,20 +187,20 @@ async def test_postgres_terminated_backends_and_restarts(
 
 
 @pytest.fixture
-async def private_redis(tmp_path: Path) -> AsyncIterator[RedisServer]:
+async def private_redis() -> AsyncIterator[RedisServer]:
     why = redis_missing()
     if why:
         pytest.skip(why)
-    server = RedisServer(tmp_path)
+    server = RedisServer()
     try:
         server.start()
     except Exception as e:
-        server.stop()
+        server.remove()
         pytest.fail(f"redis-server is installed but a private server did not start: {e}")
     try:
         yield server
     finally:
-        server.stop()
+        server.remove()
 
 
 @pytest.mark.slow

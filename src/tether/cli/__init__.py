@@ -301,7 +301,7 @@ def threads(ctx: click.Context, limit: int, after: str | None, all_scopes: bool)
                 {
                     "scope": info.scope,
                     "thread": info.scope[7:] if info.scope.startswith("thread:") else None,
-                    "nodes": info.sequence,
+                    "nodes": st.nodes,  # not the sequence: a pruned scope has holes
                     "generation": info.generation,
                     "size_bytes": st.payload_bytes,
                     "runs": st.kinds.get("goal", 0),
@@ -855,6 +855,47 @@ def prune(
             + (f" ({reasons})" if reasons else "")
         ),
     )
+
+
+# --------------------------------------------------------------------------- stats
+
+
+@main.command()
+@click.option(
+    "--all-namespaces",
+    "every",
+    is_flag=True,
+    help="Every namespace (totals), not only --namespace.",
+)
+@click.option("--scopes/--no-scopes", default=None, help="One row per scope too.")
+@click.pass_context
+def stats(ctx: click.Context, every: bool, scopes: bool | None) -> None:
+    """Bytes, nodes and last activity per namespace and scope."""
+    s = _settings(ctx)
+    report = run(
+        s, lambda store: control.usage(store, None if every else s.namespace, scopes=scopes)
+    )
+
+    def show(c: Console) -> None:
+        from rich.table import Table
+
+        table = Table(title_justify="left")
+        for col in ("namespace / scope", "nodes", "size", "last activity"):
+            table.add_column(col, justify="right" if col in ("nodes", "size") else "left")
+        for n in report.namespaces:
+            table.add_row(
+                n.namespace, str(n.nodes), render.size(n.payload_bytes), n.last_activity or "-"
+            )
+            for sc in n.by_scope:
+                table.add_row(
+                    "  " + sc.scope,
+                    str(sc.nodes),
+                    render.size(sc.payload_bytes),
+                    sc.last_activity or "-",
+                )
+        c.print(table)
+
+    emit(s, report.to_dict(), show)
 
 
 # --------------------------------------------------------------------------- compact

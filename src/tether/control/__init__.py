@@ -42,6 +42,7 @@ from .snapshot import (
     verify_scope,
     verify_snapshot,
 )
+from .stats import UsageReport, usage
 from .tasks import (
     RUN_STATUSES,
     RunList,
@@ -83,6 +84,7 @@ __all__ = [
     "Strategy",
     "TaskState",
     "Transition",
+    "UsageReport",
     "compact",
     "describe",
     "erase_user",
@@ -105,6 +107,7 @@ __all__ = [
     "runs",
     "task",
     "task_states",
+    "usage",
     "verify",
     "verify_scope",
     "verify_snapshot",

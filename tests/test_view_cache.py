@@ -571,3 +571,28 @@ def test_the_cache_is_bounded() -> None:
         assert len(units) == 12 and len(cache) == 0  # served, not kept
 
     asyncio.run(go())
+
+
+async def test_a_view_at_a_head_ahead_of_the_scope_is_not_kept(tmp_path: Path) -> None:
+    """A view of a fork read at its source thread's head (a head the fork never had):
+    the view is what the graph gives, and nothing of it is kept to build on, so the
+    fork's next turn is seen whole. The cache once kept it, and the next view read
+    after the foreign head's sequence: the fork's new question was missing."""
+    from view_cache_writes import write
+
+    url = f"sqlite:///{tmp_path / 'ahead.db'}"
+    cached, fresh = await tether.open_store(url), await tether.open_store(url)
+    try:
+        c = {"ns": "ns", "llm": "agent"}
+        await write(cached, {**c, "thread": "t", "what": "answer", "run": "r1", "n": 1})
+        source_head = await fresh.head("ns", "thread:t")
+        first = (await cached.nodes("ns", "thread:t"))[0]
+        await tether.control.fork(cached, namespace="ns", thread="t", node=first.id, new_thread="f")
+        await _view_pair(cached, fresh, "ns", "f", at=source_head)
+        await write(cached, {**c, "thread": "f", "what": "answer", "run": "r2", "n": 2})
+        await _view_pair(cached, fresh, "ns", "f")
+        view = await conversation_view(cached, "ns", "f")
+        assert "question 2" in [m["content"] for m in view.messages]
+    finally:
+        await cached.close()
+        await fresh.close()

@@ -116,12 +116,16 @@ class ViewCache:
         p.feed(nodes)
         view = p.view(units=units)
         current = self._entries.get(key)
-        if (
+        # Kept only when the nodes read end at the head's own sequence: a head ahead of
+        # what the scope holds (another scope's head, given by mistake) would have the
+        # next view read after a sequence the projector never saw, and skip nodes.
+        ended = nodes[-1].sequence if nodes else after
+        if ended == head.sequence and (
             current is None
             or current.head.generation != head.generation
             or current.head.sequence <= head.sequence
         ):
-            last = nodes[-1].id if nodes and nodes[-1].sequence == head.sequence else None
+            last = nodes[-1].id if nodes else None
             self._entries[key] = _Entry(head=head, last_id=last, after=after, projector=p)
             self._entries.move_to_end(key)
             self._bound()

@@ -367,7 +367,10 @@ class SQLiteStore(Store):
         # A new file frees the pages a prune empties (PRAGMA incremental_vacuum, in
         # _prune): auto_vacuum can only be chosen before the first table. An older
         # file is switched once its schema reaches INCREMENTAL_VACUUM (_vacuum_mode).
-        c.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        if c.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None:
+            # Only on a file with nothing in it yet: setting it on another rewrites the
+            # header (opening a file must not write to it).
+            c.execute("PRAGMA auto_vacuum=INCREMENTAL")
         mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal" and self.path != ":memory:":
             raise StoreError(f"could not switch {self.path!r} to WAL (journal_mode={mode})")

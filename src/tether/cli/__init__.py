@@ -857,6 +857,73 @@ def prune(
     )
 
 
+# --------------------------------------------------------------------------- retention, gc
+
+
+@main.command(name="retention")
+@click.option(
+    "--idle-thread-days",
+    type=float,
+    metavar="DAYS",
+    help="Delete threads idle longer than this (tether gc applies it); omit to show.",
+)
+@click.option("--forever", is_flag=True, help="Keep threads forever (remove the limit).")
+@click.pass_context
+def retention_cmd(ctx: click.Context, idle_thread_days: float | None, forever: bool) -> None:
+    """Show or set the namespace's retention policy (applied by tether gc)."""
+    from ..control import retention as ret
+
+    s = _settings(ctx)
+
+    async def go(store: Store) -> ret.RetentionPolicy | None:
+        if forever or idle_thread_days is not None:
+            days = None if forever else idle_thread_days
+            return await ret.set_retention(store, s.namespace, idle_thread_days=days)
+        return await ret.retention(store, s.namespace)
+
+    policy = run(s, go)
+    data = {"namespace": s.namespace, "policy": policy.to_dict() if policy else None}
+    emit(
+        s,
+        data,
+        lambda c: c.print(
+            f"namespace {s.namespace}: "
+            + (
+                f"threads idle over {policy.idle_thread_days:g} day(s) are deleted by tether gc"
+                if policy and policy.idle_thread_days is not None
+                else "threads are kept forever"
+            )
+        ),
+    )
+
+
+@main.command()
+@click.option("--all-namespaces", "every", is_flag=True, help="Every namespace with a policy.")
+@click.option("--now", metavar="TIME", help="Judge idleness at this ISO 8601 time.")
+@click.option("--dry-run", is_flag=True, help="Say which threads would go; change nothing.")
+@click.pass_context
+def gc(ctx: click.Context, every: bool, now: str | None, dry_run: bool) -> None:
+    """Apply retention policies: delete idle threads (each only if still idle). Cron-safe."""
+    s = _settings(ctx)
+    results = run(
+        s,
+        lambda store: control.gc(store, None if every else s.namespace, now=now, dry_run=dry_run),
+    )
+    verb = "would delete" if dry_run else "deleted"
+
+    def show(c: Console) -> None:
+        if not results:
+            c.print("no retention policy: nothing to do")
+        for r in results:
+            c.print(f"namespace {r.namespace}: {verb} {len(r.deleted)} idle thread(s)")
+            for scope in r.deleted:
+                c.print(f"  {scope}")
+            for scope in r.moved:
+                c.print(f"  {scope} (written meanwhile: kept)")
+
+    emit(s, {"operation": "gc", "namespaces": [r.to_dict() for r in results]}, show)
+
+
 # --------------------------------------------------------------------------- stats
 
 

@@ -32,6 +32,7 @@ from .ops import (
     verify,
 )
 from .prune import PruneResult, prune
+from .retention import gc
 from .snapshot import (
     export_chunks,
     export_snapshot,
@@ -95,6 +96,7 @@ __all__ = [
     "flow_states",
     "fork",
     "fork_thread",
+    "gc",
     "history",
     "history_page",
     "import_",

@@ -186,6 +186,10 @@ class EncryptedStore(Store):
         self._open()
         return await self.inner._do_delete_namespace(namespace)
 
+    async def _do_reset_if(self, namespace: str, scope: str, expected: Head) -> Head:
+        self._open()
+        return await self.inner._do_reset_if(namespace, scope, expected)
+
     async def _do_prune(
         self, namespace: str, scope: str, expected: Head, cut: tuple[int, ...], write: ScopeWrite
     ) -> Head:

@@ -142,11 +142,20 @@ local function reset(meta, data, scopes, known, scope)
 end
 """
 
-# KEYS: meta nodes ids rkeys rheads versions, ns scopes zset, ns known zset. ARGV: scope.
-# Returns {new generation, non-empty scopes left in the namespace}.
+# KEYS: meta nodes ids rkeys rheads versions, ns scopes zset, ns known zset. ARGV: scope
+# (and, for a reset only if the scope still stands there, the expected generation and
+# sequence). Returns {new generation, non-empty scopes left in the namespace}, or
+# {'conflict', generation, sequence}.
 RESET: Final = (
     _RESET_ONE
     + """
+if ARGV[2] then
+  local head = redis.call('HMGET', KEYS[1], 'g', 's')
+  local g, s = tonumber(head[1]) or 0, tonumber(head[2]) or 0
+  if g ~= tonumber(ARGV[2]) or s ~= tonumber(ARGV[3]) then
+    return {'conflict', g, s}
+  end
+end
 local g = reset(KEYS[1], {KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, KEYS[7], KEYS[8], ARGV[1])
 return {g, redis.call('ZCARD', KEYS[7])}
 """

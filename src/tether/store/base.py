@@ -283,6 +283,21 @@ class Store(ABC):
         check_name("scope", scope)
         return await self._do_reset_scope(namespace, scope)
 
+    async def reset_scope_if(self, namespace: str, scope: str, expected: Head) -> Head:
+        """``reset_scope``, only if the scope still stands at ``expected`` (generation and
+        sequence), else ``Conflict`` and nothing done: a reset decided on what was read
+        (``tether.control.gc`` deleting an idle thread) never takes a turn written since."""
+        check_name("namespace", namespace)
+        check_name("scope", scope)
+        return await self._do_reset_if(namespace, scope, expected)
+
+    async def _do_reset_if(self, namespace: str, scope: str, expected: Head) -> Head:
+        """``reset_scope_if`` once checked, atomically. The default: not supported."""
+        raise StoreError(
+            f"{type(self).__name__} cannot reset a scope on a condition yet",
+            code="reset_if_unsupported",
+        )
+
     async def prune(
         self,
         namespace: str,

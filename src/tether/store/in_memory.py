@@ -110,6 +110,15 @@ class MemoryStore(Store):
                         sc.versions.setdefault(node.resource_key, []).append(idx)
                 sc.frontier = tuple(w.frontier)
 
+    async def _do_reset_if(self, namespace: str, scope: str, expected: Head) -> Head:
+        with self._lock:
+            sc = self._scope(namespace, scope) or _Scope()
+            actual = (sc.generation, len(sc.nodes))
+            if actual != (expected.generation, expected.sequence):
+                raise conflict(namespace, scope, (expected.generation, expected.sequence), actual)
+            self._data.setdefault(namespace, {})[scope] = _Scope(generation=sc.generation + 1)
+            return Head(generation=sc.generation + 1)
+
     async def _do_reset_scope(self, namespace: str, scope: str) -> Head:
         with self._lock:
             ns = self._data.setdefault(namespace, {})

@@ -594,6 +594,26 @@ class PostgresStore(Store):
 
         return Head(generation=await self._with_conn(run))
 
+    async def _do_reset_if(self, namespace: str, scope: str, expected: Head) -> Head:
+        s = self._q
+
+        async def run(conn: Any) -> int:
+            async with conn.transaction():
+                row = await conn.fetchrow(
+                    f"SELECT generation, sequence FROM {s['scopes']}"
+                    " WHERE ns = $1 AND scope = $2 FOR UPDATE",
+                    namespace,
+                    scope,
+                )
+                stand = (0, 0) if row is None else (row["generation"], row["sequence"])
+                if stand != (expected.generation, expected.sequence):
+                    raise conflict(
+                        namespace, scope, (expected.generation, expected.sequence), stand
+                    )
+                return int(await conn.fetchval(s["reset"], namespace, scope))
+
+        return Head(generation=await self._with_conn(run))
+
     async def _do_delete_namespace(self, namespace: str) -> int:
 
         async def run(conn: Any) -> int:

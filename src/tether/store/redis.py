@@ -599,11 +599,29 @@ class RedisStore(Store):
             await self._r.zadd(self._namespaces_key, {name: 0})
 
     async def _do_reset_scope(self, namespace: str, scope: str) -> Head:
+        return await self._reset_scope(namespace, scope, None)
+
+    async def _do_reset_if(self, namespace: str, scope: str, expected: Head) -> Head:
+        return await self._reset_scope(namespace, scope, expected)
+
+    async def _reset_scope(self, namespace: str, scope: str, expected: Head | None) -> Head:
+        fence: list[str | int] = (
+            [] if expected is None else [expected.generation, expected.sequence]
+        )
         async with self._errors("reset"):
-            gen, left = await self._reset(
+            result = await self._reset(
                 keys=[*self._scope_keys(namespace, scope), *self._ns_keys(namespace)],
-                args=[scope],
+                args=[scope, *fence],
             )
+            if result[0] == b"conflict":
+                assert expected is not None
+                raise conflict(
+                    namespace,
+                    scope,
+                    (expected.generation, expected.sequence),
+                    (int(result[1]), int(result[2])),
+                )
+            gen, left = result
             if not left:
                 await self._forget_if_empty(namespace)
         return Head(generation=int(gen))

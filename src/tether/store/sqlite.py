@@ -776,12 +776,22 @@ class SQLiteStore(Store):
         gen = await self._call(self._reset, namespace, scope)
         return Head(generation=gen)
 
-    def _reset(self, namespace: str, scope: str) -> int:
+    async def _do_reset_if(self, namespace: str, scope: str, expected: Head) -> Head:
+        gen = await self._call(self._reset, namespace, scope, expected)
+        return Head(generation=gen)
+
+    def _reset(self, namespace: str, scope: str, expected: Head | None = None) -> int:
         c = self._c
         self._heads.pop((namespace, scope), None)
         c.execute("BEGIN IMMEDIATE")
         try:
             sid = self._sid(namespace, scope)
+            if expected is not None:
+                stand = (0, 0) if sid is None else self._stand(sid)
+                if stand != (expected.generation, expected.sequence):
+                    raise conflict(
+                        namespace, scope, (expected.generation, expected.sequence), stand
+                    )
             if sid is None:
                 c.execute(
                     "INSERT INTO tether_scopes (ns, scope, generation, live) VALUES (?, ?, 1, 0)",

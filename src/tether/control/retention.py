@@ -1,0 +1,201 @@
+"""Retention: per-namespace policies applied by ``gc`` (issue 43).
+
+    await control.retention.set_retention(store, "acme", idle_thread_days=90)
+    results = await control.gc(store)              # every namespace with a policy
+    results[0].deleted, results[0].to_dict()
+
+A namespace's policy is a node of its ``app`` scope (kind ``resource``, key
+``retention``: ``{"idle_thread_days": N}``), so it is versioned, exported and reset
+like any state. ``gc`` deletes every thread of the namespace whose newest node is
+older than ``idle_thread_days`` before ``now``, as ``reset`` deletes a thread (its
+nodes, its runs' index entries with them, its recall vectors), each one only if it
+still stands where ``gc`` read it (``Store.reset_scope_if``): a turn written since is
+never lost, the thread is kept (``moved``). Safe to run from cron on several machines
+at once: each deletion is one conditional reset, and a thread already deleted is not
+idle any more. ``dry_run`` says which threads would go.
+
+Not here yet (issue 43): idle threads exported before deletion, and memory items with
+a TTL refreshed on read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..core import scopes
+from ..core.erased import erased_placeholders
+from ..core.errors import Conflict, InvalidRequest
+from ..projections.recall_index import vector_table
+from ..store.base import Store, check_name
+from ..store.txn import transact
+from . import tasks
+
+__all__ = ["GcResult", "RetentionPolicy", "gc", "retention", "set_retention"]
+
+RETENTION_KEY: Final = "retention"
+_PAGE: Final = 500
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RetentionPolicy:
+    """A namespace's retention: threads idle longer than ``idle_thread_days`` are deleted
+    by ``gc`` (None: kept forever)."""
+
+    idle_thread_days: float | None = None
+
+    def __post_init__(self) -> None:
+        d = self.idle_thread_days
+        if d is not None and (
+            isinstance(d, bool) or not isinstance(d, int | float) or not 0 < d < 1e6
+        ):
+            raise InvalidRequest(
+                f"idle_thread_days is a number of days > 0, got {d!r}", field="idle_thread_days"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"idle_thread_days": self.idle_thread_days}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GcResult:
+    """What ``gc`` did (or, ``dry_run``, would do) in one namespace."""
+
+    namespace: str
+    now: str
+    policy: RetentionPolicy
+    deleted: tuple[str, ...] = ()  # threads deleted (or that would be)
+    moved: tuple[str, ...] = ()  # idle when read, written since: kept
+    dry_run: bool = False
+    operation: str = field(default="gc", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "operation": self.operation,
+            "namespace": self.namespace,
+            "now": self.now,
+            "policy": self.policy.to_dict(),
+            "deleted": list(self.deleted),
+            "moved": list(self.moved),
+            "dry_run": self.dry_run,
+        }
+
+
+async def set_retention(
+    store: Store, namespace: str, *, idle_thread_days: float | None
+) -> RetentionPolicy:
+    """Set ``namespace``'s retention policy (a new version of its ``retention`` node)."""
+    check_name("namespace", namespace)
+    policy = RetentionPolicy(idle_thread_days=idle_thread_days)
+
+    async def write(txn: Any) -> None:
+        await txn.append(scopes.APP, "resource", policy.to_dict(), resource_key=RETENTION_KEY)
+
+    await transact(store, namespace, write)
+    return policy
+
+
+async def retention(store: Store, namespace: str) -> RetentionPolicy | None:
+    """``namespace``'s retention policy, or None (none set)."""
+    check_name("namespace", namespace)
+    node = await store.resource_head(namespace, scopes.APP, RETENTION_KEY)
+    if node is None or not isinstance(node.payload, dict):
+        return None
+    days = node.payload.get("idle_thread_days")
+    try:
+        return RetentionPolicy(idle_thread_days=days)
+    except InvalidRequest:
+        return None  # a policy this tether cannot read is no policy: nothing is deleted
+
+
+def _utc(now: dt.datetime | str | None) -> dt.datetime:
+    if now is None:
+        return dt.datetime.now(dt.UTC)
+    if isinstance(now, str):
+        try:
+            now = dt.datetime.fromisoformat(now.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidRequest(f"now is an ISO 8601 time, got {now!r}", field="now") from None
+    if not isinstance(now, dt.datetime):
+        raise InvalidRequest(f"now is an ISO 8601 time, got {now!r}", field="now")
+    return now if now.tzinfo is not None else now.replace(tzinfo=dt.UTC)
+
+
+def _iso(t: dt.datetime) -> str:
+    t = t.astimezone(dt.UTC)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+async def gc(
+    store: Store,
+    namespace: str | None = None,
+    *,
+    now: dt.datetime | str | None = None,
+    dry_run: bool = False,
+) -> list[GcResult]:
+    """Apply the retention policy of ``namespace`` (or of every namespace that has one)."""
+    at = _utc(now)
+    if namespace is not None:
+        check_name("namespace", namespace)
+        names = [namespace]
+    else:
+        names = []
+        after: str | None = None
+        while True:
+            page = await store.list_namespaces(after=after, limit=_PAGE)
+            names += page
+            if len(page) < _PAGE:
+                break
+            after = page[-1]
+    out: list[GcResult] = []
+    for ns in names:
+        policy = await retention(store, ns)
+        if policy is None or policy.idle_thread_days is None:
+            continue
+        out.append(await _gc_namespace(store, ns, policy, at, dry_run))
+    return out
+
+
+async def _gc_namespace(
+    store: Store, ns: str, policy: RetentionPolicy, at: dt.datetime, dry_run: bool
+) -> GcResult:
+    assert policy.idle_thread_days is not None
+    cutoff = _iso(at - dt.timedelta(days=policy.idle_thread_days))
+    idle: list[tuple[str, Any]] = []
+    after: str | None = None
+    while True:
+        page = await store.list_scopes(ns, prefix="thread:", after=after, limit=_PAGE)
+        for info in page:
+            head = await store.head(ns, info.scope)
+            with erased_placeholders(True):  # only its createdAt is read
+                newest = await store.nodes(
+                    ns, info.scope, before=head.sequence + 1, limit=1, descending=True
+                )
+            if newest and newest[0].created_at < cutoff:
+                idle.append((info.scope, head))
+        if len(page) < _PAGE:
+            break
+        after = page[-1].scope
+    deleted: list[str] = []
+    moved: list[str] = []
+    for scope, head in idle:
+        if dry_run:
+            deleted.append(scope)
+            continue
+        try:
+            await store.reset_scope_if(ns, scope, head)
+        except Conflict:
+            moved.append(scope)  # a turn came since it was read: not idle, kept
+            continue
+        await vector_table(store).drop(ns, scope)
+        await tasks.unindex_thread(store, ns, scope.removeprefix("thread:"))
+        deleted.append(scope)
+    return GcResult(
+        namespace=ns,
+        now=_iso(at),
+        policy=policy,
+        deleted=tuple(deleted),
+        moved=tuple(moved),
+        dry_run=dry_run,
+    )

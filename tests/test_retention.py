@@ -1,0 +1,144 @@
+"""Retention (issue 43): a namespace's policy, applied by gc; a conditional reset that
+never takes a turn written since it was read; every backend, and the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+import tether
+from tether import control
+from tether.control.retention import retention, set_retention
+from tether.core.errors import Conflict, InvalidRequest
+from tether.core.graph import make_node
+from tether.store.base import ScopeWrite, Store
+
+OLD = "2020-01-01T00:00:00.000Z"
+
+
+async def _thread(store: Store, ns: str, name: str, created_at: str | None = None) -> None:
+    """A thread of two nodes, written at ``created_at`` (default: now)."""
+    scope = f"thread:{name}"
+    head = await store.head(ns, scope)
+    a = make_node(
+        "goal",
+        {"run": f"r-{name}", "input": "hi", "llm": "agent"},
+        head.frontier,
+        sequence=head.sequence + 1,
+        created_at=created_at,
+    )
+    b = make_node(
+        "answer",
+        {"run": f"r-{name}", "output": "hello"},
+        [a.id],
+        sequence=head.sequence + 2,
+        created_at=created_at,
+    )
+    await store.commit(
+        ns,
+        [
+            ScopeWrite(
+                scope=scope,
+                expected_generation=head.generation,
+                expected_sequence=head.sequence,
+                nodes=(a, b),
+                frontier=(b.id,),
+            )
+        ],
+    )
+
+
+async def test_gc_deletes_idle_threads_only(store: Store, ns: str) -> None:
+    await _thread(store, ns, "old", OLD)
+    await _thread(store, ns, "fresh")
+    assert await retention(store, ns) is None
+    assert await control.gc(store, ns) == []  # no policy: nothing to do
+    policy = await set_retention(store, ns, idle_thread_days=30)
+    assert (await retention(store, ns)) == policy
+    dry = await control.gc(store, ns, dry_run=True)
+    assert [r.deleted for r in dry] == [("thread:old",)]
+    assert (await store.head(ns, "thread:old")).sequence == 2  # a dry run changes nothing
+    (done,) = await control.gc(store, ns)
+    assert done.deleted == ("thread:old",) and done.moved == () and not done.dry_run
+    assert (await store.head(ns, "thread:old")).sequence == 0
+    assert (await store.head(ns, "thread:fresh")).sequence == 2
+    again = await control.gc(store, ns)  # the deleted thread is not idle any more
+    assert [(r.deleted, r.moved) for r in again] == [((), ())]
+    assert done.to_dict()["policy"] == {"idle_thread_days": 30}
+
+
+async def test_a_conditional_reset_never_takes_a_turn_written_since(store: Store, ns: str) -> None:
+    await _thread(store, ns, "t", OLD)
+    read = await store.head(ns, "thread:t")
+    await _thread(store, ns, "t")  # a turn arrives after gc read the thread
+    with pytest.raises(Conflict):
+        await store.reset_scope_if(ns, "thread:t", read)
+    assert (await store.head(ns, "thread:t")).sequence == 4
+    now = await store.head(ns, "thread:t")
+    after = await store.reset_scope_if(ns, "thread:t", now)
+    assert after.generation == now.generation + 1
+    assert (await store.head(ns, "thread:t")).sequence == 0
+
+
+@pytest.mark.parametrize("days", [0, -1, "30", True, float("nan")])
+async def test_a_bad_policy_is_refused(days: Any) -> None:
+    from tether.store.in_memory import MemoryStore
+
+    store = MemoryStore()
+    with pytest.raises(InvalidRequest) as e:
+        await set_retention(store, "ns", idle_thread_days=days)
+    assert e.value.code == "invalid_request"
+    assert await retention(store, "ns") is None
+
+
+def test_the_cli_sets_a_policy_and_collects(tmp_path: Path) -> None:
+    from tether.cli import main
+
+    path = str(tmp_path / "gc.db")
+
+    async def fill() -> None:
+        async with await tether.open_store(path) as store:
+            await _thread(store, "default", "old", OLD)
+            await _thread(store, "default", "fresh")
+
+    asyncio.run(fill())
+
+    def cli(*args: str) -> Any:
+        r = CliRunner().invoke(main, ["--store", path, "--json", *args], catch_exceptions=False)
+        assert r.exit_code == 0, r.stderr
+        return orjson.loads(r.stdout)
+
+    assert cli("retention")["policy"] is None
+    assert cli("retention", "--idle-thread-days", "7")["policy"] == {"idle_thread_days": 7.0}
+    dry = cli("gc", "--dry-run")
+    assert dry["namespaces"][0]["deleted"] == ["thread:old"]
+    done = cli("gc")
+    assert done["namespaces"][0]["deleted"] == ["thread:old"]
+    threads = cli("threads")["threads"]
+    assert [t["thread"] for t in threads] == ["fresh"]
+    assert cli("retention", "--forever")["policy"] == {"idle_thread_days": None}
+    assert cli("gc", "--now", "2999-01-01T00:00:00Z")["namespaces"] == []
+
+
+async def test_gc_keeps_a_thread_written_between_its_read_and_its_deletion() -> None:
+    from tether.store.base import Head
+    from tether.store.in_memory import MemoryStore
+
+    class Busy(MemoryStore):
+        """A turn lands on each thread right before gc deletes it."""
+
+        async def reset_scope_if(self, namespace: str, scope: str, expected: Head) -> Head:
+            await _thread(self, namespace, scope.removeprefix("thread:"))
+            return await super().reset_scope_if(namespace, scope, expected)
+
+    store = Busy()
+    await _thread(store, "ns", "old", OLD)
+    await set_retention(store, "ns", idle_thread_days=1)
+    (result,) = await control.gc(store, "ns")
+    assert (result.deleted, result.moved) == ((), ("thread:old",))
+    assert (await store.head("ns", "thread:old")).sequence == 4  # both turns kept

@@ -69,7 +69,7 @@ async def test_gc_deletes_idle_threads_only(store: Store, ns: str) -> None:
     assert (await store.head(ns, "thread:fresh")).sequence == 2
     again = await control.gc(store, ns)  # the deleted thread is not idle any more
     assert [(r.deleted, r.moved) for r in again] == [((), ())]
-    assert done.to_dict()["policy"] == {"idle_thread_days": 30}
+    assert done.to_dict()["policy"] == {"idle_thread_days": 30, "memory_ttl_days": None}
 
 
 async def test_a_conditional_reset_never_takes_a_turn_written_since(store: Store, ns: str) -> None:
@@ -114,14 +114,22 @@ def test_the_cli_sets_a_policy_and_collects(tmp_path: Path) -> None:
         return orjson.loads(r.stdout)
 
     assert cli("retention")["policy"] is None
-    assert cli("retention", "--idle-thread-days", "7")["policy"] == {"idle_thread_days": 7.0}
+    assert cli("retention", "--idle-thread-days", "7")["policy"] == {
+        "idle_thread_days": 7.0,
+        "memory_ttl_days": None,
+    }
     dry = cli("gc", "--dry-run")
     assert dry["namespaces"][0]["deleted"] == ["thread:old"]
     done = cli("gc")
     assert done["namespaces"][0]["deleted"] == ["thread:old"]
     threads = cli("threads")["threads"]
     assert [t["thread"] for t in threads] == ["fresh"]
-    assert cli("retention", "--forever")["policy"] == {"idle_thread_days": None}
+    both = cli("retention", "--memory-ttl-days", "30")["policy"]
+    assert both == {"idle_thread_days": 7.0, "memory_ttl_days": 30.0}  # merged, not replaced
+    assert cli("retention", "--forever")["policy"] == {
+        "idle_thread_days": None,
+        "memory_ttl_days": None,
+    }
     assert cli("gc", "--now", "2999-01-01T00:00:00Z")["namespaces"] == []
 
 
@@ -142,3 +150,59 @@ async def test_gc_keeps_a_thread_written_between_its_read_and_its_deletion() -> 
     (result,) = await control.gc(store, "ns")
     assert (result.deleted, result.moved) == ((), ("thread:old",))
     assert (await store.head("ns", "thread:old")).sequence == 4  # both turns kept
+
+
+async def _memory(
+    store: Store, ns: str, scope: str, type_: str, key: str, created_at: str | None
+) -> str:
+    head = await store.head(ns, scope)
+    rk = f"semantic:{type_}:{key}"
+    prev = await store.resource_head(ns, scope, rk)
+    parents = sorted({*head.frontier, *([prev.id] if prev else [])})
+    n = make_node(
+        "semantic",
+        {"type": type_, "key": key, "content": f"{key} v{head.sequence}"},
+        parents,
+        sequence=head.sequence + 1,
+        resource_key=rk,
+        created_at=created_at,
+    )
+    await store.commit(
+        ns,
+        [
+            ScopeWrite(
+                scope=scope,
+                expected_generation=head.generation,
+                expected_sequence=head.sequence,
+                nodes=(n,),
+                frontier=(n.id,),
+            )
+        ],
+    )
+    return n.id
+
+
+async def test_gc_forgets_memories_past_their_ttl(store: Store, ns: str) -> None:
+    from tether.control.retention import _tombstone
+    from tether.projections.semantic import semantic_memory
+
+    await _memory(store, ns, "user:ada", "memory", "old", OLD)
+    await _memory(store, ns, "user:ada", "memory", "fresh", None)
+    rewritten = await _memory(store, ns, "user:ada", "preference", "seat", OLD)
+    await _memory(store, ns, "user:ada", "preference", "seat", None)  # written again: fresh
+    await _memory(store, ns, "app", "memory", "policy", OLD)
+    await _memory(store, ns, "thread:t", "summary", "agent", OLD)  # reserved: never expires
+    await set_retention(store, ns, memory_ttl_days=30)
+    (dry,) = await control.gc(store, ns, dry_run=True)
+    assert sorted(dry.forgotten) == ["app/memory:policy", "user:ada/memory:old"]
+    assert "memory:old" in await semantic_memory(store, ns, "user:ada")
+    (done,) = await control.gc(store, ns)
+    assert sorted(done.forgotten) == sorted(dry.forgotten) and done.deleted == ()
+    assert set(await semantic_memory(store, ns, "user:ada")) == {"memory:fresh", "preference:seat"}
+    assert await semantic_memory(store, ns, "app") == {}
+    assert (await store.resource_head(ns, "thread:t", "semantic:summary:agent")) is not None
+    # A version judged expired but rewritten before its tombstone commits is kept.
+    assert await _tombstone(store, ns, "user:ada", "semantic:preference:seat", rewritten) is False
+    assert "preference:seat" in await semantic_memory(store, ns, "user:ada")
+    (again,) = await control.gc(store, ns)
+    assert again.forgotten == ()

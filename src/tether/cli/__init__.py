@@ -867,19 +867,41 @@ def prune(
     metavar="DAYS",
     help="Delete threads idle longer than this (tether gc applies it); omit to show.",
 )
-@click.option("--forever", is_flag=True, help="Keep threads forever (remove the limit).")
+@click.option(
+    "--memory-ttl-days",
+    type=float,
+    metavar="DAYS",
+    help="Forget memories not written for this long (tether gc applies it).",
+)
+@click.option("--forever", is_flag=True, help="Keep threads and memories forever (no limits).")
 @click.pass_context
-def retention_cmd(ctx: click.Context, idle_thread_days: float | None, forever: bool) -> None:
+def retention_cmd(
+    ctx: click.Context,
+    idle_thread_days: float | None,
+    memory_ttl_days: float | None,
+    forever: bool,
+) -> None:
     """Show or set the namespace's retention policy (applied by tether gc)."""
     from ..control import retention as ret
 
     s = _settings(ctx)
 
     async def go(store: Store) -> ret.RetentionPolicy | None:
-        if forever or idle_thread_days is not None:
-            days = None if forever else idle_thread_days
-            return await ret.set_retention(store, s.namespace, idle_thread_days=days)
-        return await ret.retention(store, s.namespace)
+        current = await ret.retention(store, s.namespace) or ret.RetentionPolicy()
+        if forever:
+            return await ret.set_retention(store, s.namespace)
+        if idle_thread_days is None and memory_ttl_days is None:
+            return current if current != ret.RetentionPolicy() else None
+        return await ret.set_retention(
+            store,
+            s.namespace,
+            idle_thread_days=idle_thread_days
+            if idle_thread_days is not None
+            else current.idle_thread_days,
+            memory_ttl_days=memory_ttl_days
+            if memory_ttl_days is not None
+            else current.memory_ttl_days,
+        )
 
     policy = run(s, go)
     data = {"namespace": s.namespace, "policy": policy.to_dict() if policy else None}
@@ -889,9 +911,14 @@ def retention_cmd(ctx: click.Context, idle_thread_days: float | None, forever: b
         lambda c: c.print(
             f"namespace {s.namespace}: "
             + (
-                f"threads idle over {policy.idle_thread_days:g} day(s) are deleted by tether gc"
+                f"threads idle over {policy.idle_thread_days:g} day(s) are deleted"
                 if policy and policy.idle_thread_days is not None
                 else "threads are kept forever"
+            )
+            + (
+                f", memories not written for {policy.memory_ttl_days:g} day(s) forgotten"
+                if policy and policy.memory_ttl_days is not None
+                else ""
             )
         ),
     )
@@ -920,6 +947,8 @@ def gc(ctx: click.Context, every: bool, now: str | None, dry_run: bool) -> None:
                 c.print(f"  {scope}")
             for scope in r.moved:
                 c.print(f"  {scope} (written meanwhile: kept)")
+            if r.forgotten:
+                c.print(f"  {len(r.forgotten)} memory item(s) past their TTL forgotten")
 
     emit(s, {"operation": "gc", "namespaces": [r.to_dict() for r in results]}, show)
 

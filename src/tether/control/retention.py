@@ -14,12 +14,18 @@ never lost, the thread is kept (``moved``). Safe to run from cron on several mac
 at once: each deletion is one conditional reset, and a thread already deleted is not
 idle any more. ``dry_run`` says which threads would go.
 
-Not here yet (issue 43): idle threads exported before deletion, and memory items with
-a TTL refreshed on read.
+``memory_ttl_days``: a memory (a semantic item of any scope of the namespace, not a
+reserved type) whose current version was written longer ago is forgotten (a tombstone
+version, as ``forget`` writes), only if that version is still the current one when the
+tombstone commits. Writing a memory again restarts its time.
+
+Not here yet (issue 43): idle threads exported before deletion, and a TTL refreshed
+by reads (as LangGraph's ``refresh_on_read``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -28,8 +34,9 @@ from ..core import scopes
 from ..core.erased import erased_placeholders
 from ..core.errors import Conflict, InvalidRequest
 from ..projections.recall_index import vector_table
+from ..projections.semantic import RESERVED_TYPES
 from ..store.base import Store, check_name
-from ..store.txn import transact
+from ..store.txn import Transaction, transact
 from . import tasks
 
 __all__ = ["GcResult", "RetentionPolicy", "gc", "retention", "set_retention"]
@@ -44,18 +51,18 @@ class RetentionPolicy:
     by ``gc`` (None: kept forever)."""
 
     idle_thread_days: float | None = None
+    memory_ttl_days: float | None = None  # memories not written for this long are forgotten
 
     def __post_init__(self) -> None:
-        d = self.idle_thread_days
-        if d is not None and (
-            isinstance(d, bool) or not isinstance(d, int | float) or not 0 < d < 1e6
-        ):
-            raise InvalidRequest(
-                f"idle_thread_days is a number of days > 0, got {d!r}", field="idle_thread_days"
-            )
+        for name in ("idle_thread_days", "memory_ttl_days"):
+            d = getattr(self, name)
+            if d is not None and (
+                isinstance(d, bool) or not isinstance(d, int | float) or not 0 < d < 1e6
+            ):
+                raise InvalidRequest(f"{name} is a number of days > 0, got {d!r}", field=name)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"idle_thread_days": self.idle_thread_days}
+        return {"idle_thread_days": self.idle_thread_days, "memory_ttl_days": self.memory_ttl_days}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -67,6 +74,7 @@ class GcResult:
     policy: RetentionPolicy
     deleted: tuple[str, ...] = ()  # threads deleted (or that would be)
     moved: tuple[str, ...] = ()  # idle when read, written since: kept
+    forgotten: tuple[str, ...] = ()  # "<scope>/<type>:<key>": memories past their TTL
     dry_run: bool = False
     operation: str = field(default="gc", init=False)
 
@@ -78,16 +86,21 @@ class GcResult:
             "policy": self.policy.to_dict(),
             "deleted": list(self.deleted),
             "moved": list(self.moved),
+            "forgotten": list(self.forgotten),
             "dry_run": self.dry_run,
         }
 
 
 async def set_retention(
-    store: Store, namespace: str, *, idle_thread_days: float | None
+    store: Store,
+    namespace: str,
+    *,
+    idle_thread_days: float | None = None,
+    memory_ttl_days: float | None = None,
 ) -> RetentionPolicy:
     """Set ``namespace``'s retention policy (a new version of its ``retention`` node)."""
     check_name("namespace", namespace)
-    policy = RetentionPolicy(idle_thread_days=idle_thread_days)
+    policy = RetentionPolicy(idle_thread_days=idle_thread_days, memory_ttl_days=memory_ttl_days)
 
     async def write(txn: Any) -> None:
         await txn.append(scopes.APP, "resource", policy.to_dict(), resource_key=RETENTION_KEY)
@@ -102,9 +115,11 @@ async def retention(store: Store, namespace: str) -> RetentionPolicy | None:
     node = await store.resource_head(namespace, scopes.APP, RETENTION_KEY)
     if node is None or not isinstance(node.payload, dict):
         return None
-    days = node.payload.get("idle_thread_days")
     try:
-        return RetentionPolicy(idle_thread_days=days)
+        return RetentionPolicy(
+            idle_thread_days=node.payload.get("idle_thread_days"),
+            memory_ttl_days=node.payload.get("memory_ttl_days"),
+        )
     except InvalidRequest:
         return None  # a policy this tether cannot read is no policy: nothing is deleted
 
@@ -151,16 +166,67 @@ async def gc(
     out: list[GcResult] = []
     for ns in names:
         policy = await retention(store, ns)
-        if policy is None or policy.idle_thread_days is None:
+        if policy is None or (policy.idle_thread_days is None and policy.memory_ttl_days is None):
             continue
-        out.append(await _gc_namespace(store, ns, policy, at, dry_run))
+        result = await _gc_namespace(store, ns, policy, at, dry_run)
+        if policy.memory_ttl_days is not None:
+            forgotten = await _forget_expired(store, ns, policy.memory_ttl_days, at, dry_run)
+            result = dataclasses.replace(result, forgotten=tuple(forgotten))
+        out.append(result)
     return out
+
+
+async def _forget_expired(
+    store: Store, ns: str, days: float, at: dt.datetime, dry_run: bool
+) -> list[str]:
+    """Tombstone every memory (not a reserved type: summaries, agent memories, tool
+    state) of every scope of ``ns`` whose current version was written over ``days`` ago,
+    each only if that version is still the current one when its tombstone commits."""
+    cutoff = _iso(at - dt.timedelta(days=days))
+    out: list[str] = []
+    after: str | None = None
+    while True:
+        page = await store.list_scopes(ns, after=after, limit=_PAGE)
+        for info in page:
+            with erased_placeholders(True):  # an erased memory is gone already
+                heads = await store.resource_heads(ns, info.scope, "semantic:")
+            for key, node in heads.items():
+                p = node.payload
+                if (
+                    not isinstance(p, dict)
+                    or p.get("content") is None
+                    or p.get("$erased") is True
+                    or p.get("type") in RESERVED_TYPES
+                    or node.created_at >= cutoff
+                ):
+                    continue
+                if dry_run or await _tombstone(store, ns, info.scope, key, node.id):
+                    out.append(f"{info.scope}/{key.removeprefix('semantic:')}")
+        if len(page) < _PAGE:
+            break
+        after = page[-1].scope
+    return out
+
+
+async def _tombstone(store: Store, ns: str, scope: str, key: str, judged: str) -> bool:
+    """Forget the memory ``key`` of ``scope`` if its current version is still ``judged``."""
+
+    async def run(txn: Transaction) -> bool:
+        head = await txn.resource_head(scope, key)
+        if head is None or head.id != judged:
+            return False  # written since it was judged: not expired any more
+        p = head.payload
+        await txn.semantic(scope, p["type"], p["key"], None)
+        return True
+
+    return await transact(store, ns, run)
 
 
 async def _gc_namespace(
     store: Store, ns: str, policy: RetentionPolicy, at: dt.datetime, dry_run: bool
 ) -> GcResult:
-    assert policy.idle_thread_days is not None
+    if policy.idle_thread_days is None:
+        return GcResult(namespace=ns, now=_iso(at), policy=policy, dry_run=dry_run)
     cutoff = _iso(at - dt.timedelta(days=policy.idle_thread_days))
     idle: list[tuple[str, Any]] = []
     after: str | None = None

@@ -206,3 +206,15 @@ async def test_gc_forgets_memories_past_their_ttl(store: Store, ns: str) -> None
     assert "preference:seat" in await semantic_memory(store, ns, "user:ada")
     (again,) = await control.gc(store, ns)
     assert again.forgotten == ()
+
+
+async def test_two_gc_at_once_delete_each_thread_once(store: Store, ns: str) -> None:
+    for name in ("a", "b", "c"):
+        await _thread(store, ns, name, OLD)
+    await set_retention(store, ns, idle_thread_days=1)
+    first, second = await asyncio.gather(control.gc(store, ns), control.gc(store, ns))
+    deleted = [*first[0].deleted, *second[0].deleted]
+    assert sorted(deleted) == ["thread:a", "thread:b", "thread:c"]  # each by one gc
+    assert first[0].moved == second[0].moved == ()
+    for name in ("a", "b", "c"):
+        assert (await store.head(ns, f"thread:{name}")).sequence == 0

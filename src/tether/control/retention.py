@@ -252,8 +252,9 @@ async def _gc_namespace(
         try:
             await store.reset_scope_if(ns, scope, head)
         except Conflict:
-            moved.append(scope)  # a turn came since it was read: not idle, kept
-            continue
+            if (await store.head(ns, scope)).sequence > 0:
+                moved.append(scope)  # a turn came since it was read: not idle, kept
+            continue  # (or another gc deleted it first)
         await vector_table(store).drop(ns, scope)
         await tasks.unindex_thread(store, ns, scope.removeprefix("thread:"))
         deleted.append(scope)

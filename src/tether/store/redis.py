@@ -33,6 +33,7 @@ store per thread there).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -463,8 +464,7 @@ class RedisStore(Store):
         if self.cluster:
             async with self._errors("commit", commit=True):
                 result = await self._commit_on_cluster(keys, args)
-            async with self._errors("commit (namespace index)"):
-                await self._r.zadd(self._namespaces_key, {namespace.encode(): 0})
+            await self._index(namespace)
         else:
             result = await self._commit_on_server(namespace, writes, keys, args)
         tag = result[0]
@@ -533,9 +533,22 @@ class RedisStore(Store):
                     code="store_unavailable",
                     committed=False,
                 ) from e
-            async with self._errors("commit (namespace index)"):
-                await self._r.zadd(self._namespaces_key, {namespace.encode(): 0})
+            await self._index(namespace)
             return [b"ok"]
+
+    async def _index(self, namespace: str) -> None:
+        """Add ``namespace`` to the namespace index after a commit the server ran.
+
+        Retried while the index's node is unavailable (``_read``); if it still fails,
+        the commit stands all the same (reporting a failure would make the caller run
+        the turn again) and the namespace's next commit adds it. The index only serves
+        ``list_namespaces``.
+        """
+        with contextlib.suppress(StoreError):
+            await self._read(
+                "commit (namespace index)",
+                lambda: self._r.zadd(self._namespaces_key, {namespace.encode(): 0}),
+            )
 
     async def _settle(
         self, namespace: str, writes: Sequence[ScopeWrite], client_id: int | None

@@ -497,7 +497,7 @@ class RedisStore(Store):
         (returns as if the reply had come), or not (``store_unavailable`` with
         ``committed=False``); else ``commit_unknown``.
         """
-        conn: Any = None
+        client_id: int | None = None
         try:
             async with self._errors("commit", commit=True):
                 # EVALSHA is queued by hand: a script object queued in a pipeline makes
@@ -506,6 +506,9 @@ class RedisStore(Store):
                 # answers NOSCRIPT before running anything: load it, send again.
                 for attempt in range(2):
                     conn = await self._r.connection_pool.get_connection()
+                    # Read now: once released, the object may be reconnected for another
+                    # caller (a new server-side client, a new id).
+                    client_id = getattr(conn, "_tether_id", None)
                     pipe = self._r.pipeline(transaction=False)
                     pipe.connection = conn  # released by the pipeline's reset
                     try:
@@ -522,7 +525,7 @@ class RedisStore(Store):
         except StoreError as e:
             if e.code != "commit_unknown":
                 raise
-            landed = await self._settle(namespace, writes, getattr(conn, "_tether_id", None))
+            landed = await self._settle(namespace, writes, client_id)
             if landed is None:
                 raise
             if not landed:

@@ -19,8 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 import tether
+
+# A test never fails because the machine is slow (speed is measured by benchmarks/):
+# no property test has a per-example deadline, whatever else its own settings say.
+settings.register_profile("tether", deadline=None)
+settings.load_profile("tether")
 
 # Bytecode outside the tree. Many tests start Python processes (the CLI, helper
 # processes, other projects' suites) that import tether afresh; under

@@ -19,14 +19,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import settings
 
 import tether
 
-# A test never fails because the machine is slow (speed is measured by benchmarks/):
-# no property test has a per-example deadline, whatever else its own settings say.
-settings.register_profile("tether", deadline=None)
-settings.load_profile("tether")
+try:  # this conftest also serves venvs of other projects' versions, without hypothesis
+    from hypothesis import settings
+except ImportError:  # pragma: no cover
+    pass
+else:
+    # A test never fails because the machine is slow (speed is measured by benchmarks/):
+    # no property test has a per-example deadline, whatever else its own settings say.
+    settings.register_profile("tether", deadline=None)
+    settings.load_profile("tether")
 
 # Bytecode outside the tree. Many tests start Python processes (the CLI, helper
 # processes, other projects' suites) that import tether afresh; under
@@ -37,9 +41,9 @@ settings.load_profile("tether")
 # this process's environment), importing most dependencies while collecting, keep the
 # .pyc files pip wrote for them. Hence a fixture (it runs where the tests run), not a
 # module-level setting.
-PYCACHE = Path(
-    os.environ.get("TETHER_TEST_CACHE", Path.home() / ".cache" / "tether-tests")
-) / "pycache"
+PYCACHE = (
+    Path(os.environ.get("TETHER_TEST_CACHE", Path.home() / ".cache" / "tether-tests")) / "pycache"
+)
 
 
 def _prune(prefix: Path, depth: int = 3) -> None:

@@ -223,8 +223,14 @@ async def test_runs_pages_and_filters_through_the_runs_route(
         db, lambda s: control.runs(s, status=("suspended", "failed"), user="grace")
     )
     assert (await client.task("billing")).status == "suspended"
-    # The runs and task routes, never a resource read or a describe.
-    log = served[0].log.read_text()
+    # The runs and task routes, never a resource read or a describe. The server logs a
+    # request after its response is sent: wait for the last line to reach the log.
+    log = ""
+    for _ in range(200):
+        log = served[0].log.read_text()
+        if "GET /v1/ns/default/threads/billing/task 200" in log:
+            break
+        await asyncio.sleep(0.05)
     assert "GET /v1/ns/default/runs 200" in log and "/resources" not in log
     assert "GET /v1/ns/default/threads/billing/task 200" in log
 

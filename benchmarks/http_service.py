@@ -76,6 +76,46 @@ uvicorn.Server(config).run(sockets=[sock])
 """
 
 
+# Server URL -> its process id, for the CPU each server's processes used (cpu_split).
+_PIDS: dict[str, int] = {}
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used, from /proc (0 if gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and every process below it (tether serve's supervisor and its workers)."""
+    parents: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(parents.get(pid, []))
+    return out
+
+
+def _machine_busy() -> float:
+    """CPU seconds the whole machine has been busy (every core), from /proc/stat."""
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(
+        int, Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
+    )
+    return (user + nice + system + irq + softirq + steal) / _TICK
+
+
 def log(msg: str) -> None:
     print(f"[http-bench] {msg}", file=sys.stderr, flush=True)
 
@@ -104,6 +144,7 @@ def server(argv: list[str], env: dict[str, str] | None = None) -> Iterator[str]:
         if not url.startswith("http"):
             raise RuntimeError(f"{argv[:4]}... did not start (exit {proc.poll()})")
         wait_ready(url)
+        _PIDS[url.rstrip("/")] = proc.pid
         yield url.rstrip("/")
     finally:
         proc.terminate()
@@ -204,40 +245,63 @@ def step(n: int, tmp: Path) -> dict[str, Any]:
     }
 
 
+def _cpu_now(url: str) -> tuple[float, float, float]:
+    """CPU seconds so far: this process (the clients), the server's processes, the machine."""
+    return time.process_time(), sum(map(_proc_cpu, _tree(_PIDS[url]))), _machine_busy()
+
+
 async def _load(url: str, clients: int, steps: int) -> dict[str, Any]:
     latencies: list[float] = []
     failures: dict[str, int] = {}
     overloaded = 0
     run = uuid.uuid4().hex[:8]
 
-    async def one(i: int) -> None:
+    async def one(i: int, client: httpx.AsyncClient) -> None:
         nonlocal overloaded
-        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-        async with httpx.AsyncClient(headers=HEADERS, timeout=60, limits=limits) as client:
-            step_url = f"{url}/v1/ns/bench/threads/load-{run}-{i}/step"
-            for k in range(steps):
-                t0 = time.perf_counter()
-                while True:
-                    try:
-                        r = await client.post(step_url, json={"input": f"hello {k}", "user": "u"})
-                    except httpx.HTTPError as e:
-                        failures[type(e).__name__] = failures.get(type(e).__name__, 0) + 1
-                        break
-                    if r.status_code == 503 and "retry-after" in r.headers:
-                        overloaded += 1
-                        await asyncio.sleep(float(r.headers["retry-after"]))
-                        continue
-                    if r.status_code != 200:
-                        key = f"HTTP {r.status_code}"
-                        failures[key] = failures.get(key, 0) + 1
-                    else:
-                        latencies.append((time.perf_counter() - t0) * 1000)
+        step_url = f"{url}/v1/ns/bench/threads/load-{run}-{i}/step"
+        for k in range(steps):
+            t0 = time.perf_counter()
+            while True:
+                try:
+                    r = await client.post(step_url, json={"input": f"hello {k}", "user": "u"})
+                except httpx.HTTPError as e:
+                    failures[type(e).__name__] = failures.get(type(e).__name__, 0) + 1
                     break
+                if r.status_code == 503 and "retry-after" in r.headers:
+                    overloaded += 1
+                    await asyncio.sleep(float(r.headers["retry-after"]))
+                    continue
+                if r.status_code != 200:
+                    key = f"HTTP {r.status_code}"
+                    failures[key] = failures.get(key, 0) + 1
+                else:
+                    latencies.append((time.perf_counter() - t0) * 1000)
+                break
 
-    t0 = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(clients)))
-    wall = time.perf_counter() - t0
+    # The clients are made before the clock starts: an httpx client builds its TLS
+    # context when made (~10 ms of CPU), which would land in the first requests' times.
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    made = [httpx.AsyncClient(headers=HEADERS, timeout=60, limits=limits) for _ in range(clients)]
+    try:
+        cpu0 = _cpu_now(url)
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(i, c) for i, c in enumerate(made)))
+        wall = time.perf_counter() - t0
+        cpu1 = _cpu_now(url)  # a worker replaced meanwhile counts from 0: none is, here
+    finally:
+        for c in made:
+            await c.aclose()
+    client, served, busy = (b - a for a, b in zip(cpu0, cpu1, strict=True))
     return {
+        # Where the machine's CPU went while the clients ran: this process (the clients),
+        # the server's processes, and the rest (the database server, everything else).
+        "cpu_s": {
+            "clients": round(client, 2),
+            "server": round(served, 2),
+            "rest": round(max(busy - client - served, 0.0), 2),
+            "machine_busy": round(busy, 2),
+            "wall": round(wall, 2),
+        },
         "clients": clients,
         "steps": steps,
         "requests_per_s": len(latencies) / wall,
@@ -293,15 +357,17 @@ def markdown(res: dict[str, Any]) -> str:
         f"+{st['http_p50_ms'] - st['in_process_p50_ms']:.2f} ms |",
         "",
         "| load: clients x steps | store | workers | requests/s | p50 | p99 | p99/p50 | "
-        "failed | 503 (retried) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "failed | 503 (retried) | CPU s: clients / server / rest (wall) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in res["load"]:
         r = row["result"]
+        c = r["cpu_s"]
         lines.append(
             f"| {r['clients']} x {r['steps']} | {row['store']} | {row['workers']} | "
             f"{r['requests_per_s']:.0f} | {r['p50_ms']:.0f} ms | {r['p99_ms']:.0f} ms | "
-            f"{r['p99_ms'] / r['p50_ms']:.1f} | {r['failed']} | {r['overloaded_503']} |"
+            f"{r['p99_ms'] / r['p50_ms']:.1f} | {r['failed']} | {r['overloaded_503']} | "
+            f"{c['clients']:.1f} / {c['server']:.1f} / {c['rest']:.1f} ({c['wall']:.1f}) |"
         )
     return "\n".join(lines)
 

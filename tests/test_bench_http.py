@@ -33,6 +33,9 @@ def test_quick_run_measures_every_part_and_loses_no_request(
         r = row["result"]
         assert r["failed"] == 0, r["failures"]
         assert r["clients"] == 8 and r["steps"] == 3 and r["p99_ms"] >= r["p50_ms"] > 0
+        cpu = r["cpu_s"]  # where the machine's CPU went while the clients ran
+        assert set(cpu) == {"clients", "server", "rest", "machine_busy", "wall"}
+        assert cpu["server"] > 0 and cpu["wall"] > 0 and min(cpu.values()) >= 0
     text = readme.read_text()
     assert "old" not in text and text.endswith("\n\ntail\n")
     assert "| keep-alive request p50 (30 requests) |" in text

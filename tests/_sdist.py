@@ -33,8 +33,19 @@ def sdist(dist: str, marker: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
-             ":all:", f"{dist}=={ver}", "-d", tmp],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"{dist}=={ver}",
+                "-d",
+                tmp,
+            ],
             check=True,
             timeout=300,
             capture_output=True,

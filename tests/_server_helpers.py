@@ -215,7 +215,9 @@ class Served:
 
 
 @contextmanager
-def serve(db: Path | str, log: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
+def serve(
+    db: Path | str, log: Path, *args: str, env: dict[str, str] | None = None
+) -> Iterator[Served]:
     """``tether --store DB serve --port 0`` in a child process, stopped with SIGTERM;
     ``db``: a SQLite file or a store URL; ``env``: more environment variables for it."""
     with open(log, "w") as err:  # the child keeps its own copy of the descriptor

@@ -201,6 +201,14 @@ def test_the_sync_client_does_the_same_without_an_event_loop(
             c.task("s-pay", "run_nope")
         with pytest.raises(tether.InvalidRequest, match="'/'"):
             c.step("hi", thread="a/b")
+        # Lifecycle calls (issue 43): what the local API says, over a real server.
+        usage = asyncio.run(local(db, lambda s: control.usage(s, "default", scopes=True)))
+        assert c.stats("s-pay") == next(
+            u for u in usage.namespaces[0].by_scope if u.scope == "thread:s-pay"
+        )
+        pruned = c.prune("s-pay", keep_versions=1, dry_run=True)
+        assert pruned.dry_run and pruned.scope == "thread:s-pay"
+        assert c.gc(dry_run=True).deleted == ()  # no retention policy on this store
 
 
 async def test_runs_pages_and_filters_through_the_runs_route(
@@ -290,6 +298,12 @@ CALLS = [
     "task",
     "pending_approvals",
     "erase_user",
+    "prune",
+    "stats",
+    "scope_stats",
+    "retention",
+    "set_retention",
+    "gc",
     "whoami",
     "health",
 ]

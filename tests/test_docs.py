@@ -234,7 +234,7 @@ def test_block_parser_sees_fences_flags_and_markers(tmp_path: Path) -> None:
 
 
 def test_user_docs_never_speak_in_internal_names() -> None:
-    """"seed 002" or "SPEC §1" mean nothing to a reader: the projects by name, or nothing."""
+    """ "seed 002" or "SPEC §1" mean nothing to a reader: the projects by name, or nothing."""
     inspector = ROOT / "src" / "tether" / "server" / "inspector"
     pages = [*DOC_FILES, *(p for p in inspector.rglob("*") if p.is_file())]
     internal = re.compile(r"\bseeds? 00\d|\bSPEC\s*(§|section)", re.IGNORECASE)

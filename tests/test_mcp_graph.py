@@ -109,7 +109,11 @@ async def test_a_missing_entity_fails_the_whole_call_and_writes_nothing(
         ("create_entities", {"name": "x"}, "entities"),
         ("create_relations", [{"from": "a", "to": 3, "relationType": "r"}], "relations[0].to"),
         ("create_relations", [_r("a", "r", "b"), _r("a", "r", "b")], "relations[1]"),
-        ("create_relations", [{"from": "a", "to": "b", "relationType": "\udfff"}], "relations[0].relationType"),
+        (
+            "create_relations",
+            [{"from": "a", "to": "b", "relationType": "\udfff"}],
+            "relations[0].relationType",
+        ),
         ("add_observations", [{"entityName": "x", "contents": "a"}], "observations[0].contents"),
         ("delete_entities", "x", "entityNames"),
         ("delete_observations", [{"entityName": "x"}], "deletions[0].observations"),
@@ -329,8 +333,13 @@ OPS = st.one_of(
         ("create_relations", [_r("Bob", "knows", "Ann"), _r("Ann", "knows", "Bob")]),
         ("delete_entities", ["Ann"]),
         ("create_entities", [_e("Ann"), _e("Ann")]),
-        ("add_observations", [{"entityName": "Bob", "contents": ["y", "y"]},
-                              {"entityName": "Bob", "contents": ["y", "z"]}]),
+        (
+            "add_observations",
+            [
+                {"entityName": "Bob", "contents": ["y", "y"]},
+                {"entityName": "Bob", "contents": ["y", "z"]},
+            ],
+        ),
     ]
 )
 def test_every_sequence_of_calls_answers_as_the_reference_does(ops: list[Any]) -> None:

@@ -162,7 +162,9 @@ def reference_server(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     if proc.returncode != 0:
         pytest.fail(f"npm install {REFERENCE} failed:\n{proc.stderr[-2000:]}")
-    entry = folder / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+    entry = (
+        folder / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+    )
     assert entry.exists(), entry
     return entry
 

@@ -74,16 +74,16 @@ async def test_tethers_own_tools(ns: str) -> None:
             async def call(name: str, **args: Any) -> Any:
                 r = await client.call_tool(name, args)
                 assert not r.is_error, (name, r.content)
-                if name in {t.name for t in TETHER_TOOLS}:  # the reference's own texts differ (a list, a line)
+                if name in {
+                    t.name for t in TETHER_TOOLS
+                }:  # the reference's own texts differ (a list, a line)
                     assert json.loads(r.content[0].text) == r.structured_content
                 return r.structured_content
 
             await call("remember", key="colour", content="blue")
             await call("remember", key="colour", content="green")
             await call("remember", key="diet", content={"allergies": ["peanuts"]})
-            await call(
-                "create_entities", entities=[_e("Bob", "allergic to peanuts", "likes tea")]
-            )
+            await call("create_entities", entities=[_e("Bob", "allergic to peanuts", "likes tea")])
             assert (await call("forget", key="colour"))["forgotten"] is True
             assert (await call("forget", key="colour"))["forgotten"] is False
             versions = (await call("history", key="colour"))["versions"]
@@ -183,10 +183,18 @@ async def test_http_needs_a_known_token_and_a_read_grant_cannot_write(tmp_path: 
         json.dumps(
             {
                 "tokens": [
-                    {"name": "writer", "token_env": "MCP_TEST_WRITER", "grants": ["memory.*"],
-                     "namespaces": ["acme"]},
-                    {"name": "reader", "sha256": hashlib.sha256(READER.encode()).hexdigest(),
-                     "grants": ["memory.read"], "namespaces": ["acme"]},
+                    {
+                        "name": "writer",
+                        "token_env": "MCP_TEST_WRITER",
+                        "grants": ["memory.*"],
+                        "namespaces": ["acme"],
+                    },
+                    {
+                        "name": "reader",
+                        "sha256": hashlib.sha256(READER.encode()).hexdigest(),
+                        "grants": ["memory.read"],
+                        "namespaces": ["acme"],
+                    },
                 ]
             }
         )
@@ -271,8 +279,12 @@ async def test_over_http_without_user_each_token_keeps_its_own_memory(tmp_path: 
     db = tmp_path / "memory.db"
 
     def signed(sub: str, namespace: str) -> str:
-        claims = {"sub": sub, "exp": int(time.time()) + 600, "grants": ["memory.*"],
-                  "namespaces": [namespace]}
+        claims = {
+            "sub": sub,
+            "exp": int(time.time()) + 600,
+            "grants": ["memory.*"],
+            "namespaces": [namespace],
+        }
         return jwt.encode(claims, secret, algorithm="HS256")
 
     with _http_server(db, TETHER_JWT_SECRET=secret, TETHER_TOKEN=WRITER) as url:

@@ -310,4 +310,3 @@ async def test_redis_keeps_its_index_in_the_database(redis_url: str, ns: str) ->
         assert [k async for k in client.scan_iter(match=f"*{ns}*recall*")] == []
     finally:
         await client.aclose()
-

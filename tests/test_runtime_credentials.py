@@ -226,7 +226,7 @@ def test_redaction_covers_json_escaped_forms() -> None:
         dumped = json.dumps(out) + json.dumps(out, ensure_ascii=False)
         assert "pa" not in out["content"].replace("[redacted]", ""), out
         assert REDACTED in out["content"]
-        assert 'ss\\\\word' not in dumped
+        assert "ss\\\\word" not in dumped
 
 
 async def test_a_json_dumps_result_holding_a_secret_is_scrubbed() -> None:

@@ -109,6 +109,12 @@ ENDPOINTS: list[tuple[str, str, Any, str | None]] = [
     # A plain store: refused with 409 not_encrypted once the grant lets it through.
     ("POST", "/v1/ns/default/users/ada/erase", None, "state.erase"),
     ("POST", "/v1/ns/default/threads/support-1/prune", {"dry_run": True}, "state.prune"),
+    ("GET", "/v1/ns/default/stats", None, "state.describe"),
+    ("GET", "/v1/ns/default/stats/scopes?prefix=thread:", None, "state.describe"),
+    ("GET", "/v1/ns/default/threads/support-1/stats", None, "state.describe"),
+    ("GET", "/v1/ns/default/retention", None, "state.describe"),
+    ("PUT", "/v1/ns/default/retention", {"idle_thread_days": 3650}, "state.gc"),
+    ("POST", "/v1/ns/default/gc", {"dry_run": True}, "state.gc"),
     ("POST", "/v1/ns/default/threads/support-1/step", {"input": "hi", "user": "ada"}, "agent.step"),
     ("POST", "/v1/ns/default/threads/support-1/resume", None, "agent.step"),
     ("POST", "/v1/ns/default/threads/support-1/approve", {"call": "call_x"}, "agent.approve"),

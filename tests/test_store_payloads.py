@@ -12,7 +12,12 @@ async def test_payloads_match_nodes(store: tether.Store, ns: str) -> None:
             await txn.append("thread:t", "goal" if i % 2 else "inference", {"i": i, "s": "x" * i})
 
     await transact(store, ns, fn)
-    for kw in ({}, {"descending": True}, {"after": 2, "limit": 3}, {"before": 5, "descending": True}):
+    for kw in (
+        {},
+        {"descending": True},
+        {"after": 2, "limit": 3},
+        {"before": 5, "descending": True},
+    ):
         nodes = await store.nodes(ns, "thread:t", **kw)  # type: ignore[arg-type]
         got = await store.payloads(ns, "thread:t", **kw)  # type: ignore[arg-type]
         assert got == [(n.sequence, n.kind, n.payload) for n in nodes]

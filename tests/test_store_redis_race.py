@@ -37,6 +37,7 @@ def redis_url(request: pytest.FixtureRequest) -> str:
 
     return server_url("TETHER_TEST_REDIS_URL")
 
+
 NS = "race"
 
 

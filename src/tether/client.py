@@ -15,7 +15,8 @@ Every control-plane operation (``describe``, ``reset``, ``compact``, ``export``,
 agent's ``step``, ``resume``, ``approve`` and ``reject``, the task views (``runs``,
 ``task``, ``pending_approvals``) and ``erase_user`` return the same typed results as
 the local API (``StateOperationResult``, ``StepResult``, ``RunList``, ``TaskState``,
-``PendingApproval``, ``ErasureResult``), rebuilt with their ``from_dict``. An error
+``PendingApproval``, ``ErasureResult``), rebuilt with their ``from_dict``; so do ``prune``,
+``stats``, ``scope_stats``, ``retention``, ``set_retention`` and ``gc`` (issue 43). An error
 response (``{"error", "code", "message", "details"}``) becomes the same
 ``TetherError`` subclass a local call raises (``NotFound``, ``InvalidRequest`` with
 its ``field``, ``RunSuspendedError``, ``InvalidSnapshot`` with its ``index``...), by
@@ -45,6 +46,9 @@ import httpx
 import orjson
 
 from .control.erasure import ErasureResult
+from .control.prune import PruneResult
+from .control.retention import GcResult, RetentionPolicy
+from .control.stats import NamespaceUsage, ScopeUsage
 from .control.tasks import RunList, TaskState
 from .control.types import DEFAULT_NAMESPACE, StateOperationRequest, StateOperationResult
 from .core.errors import (
@@ -480,6 +484,105 @@ class _Api(Generic[Transport]):
             method="POST",
             path=f"/v1/ns/{self._ns(namespace)}/users/{_segment('user', user)}/erase",
             parse=ErasureResult.from_dict,
+        )
+
+    # -- lifecycle: prune, usage, retention (issue 43)
+
+    @_Endpoint
+    def prune(
+        self,
+        thread: str,
+        *,
+        keep_versions: int | None = None,
+        finished_before: str | None = None,
+        compacted: bool = True,
+        dry_run: bool = False,
+        namespace: str | None = None,
+    ) -> _Req[PruneResult]:
+        """Remove what nothing current needs from ``thread`` (grant ``state.prune``);
+        ``dry_run``: what would be freed, nothing changed."""
+        body = _present({"keep_versions": keep_versions, "finished_before": finished_before})
+        return _Req(
+            method="POST",
+            path=self._thread_path(namespace, thread, "prune"),
+            json={**body, "compacted": compacted, "dry_run": dry_run},
+            parse=PruneResult.from_dict,
+        )
+
+    @_Endpoint
+    def stats(
+        self, thread: str | None = None, *, namespace: str | None = None
+    ) -> _Req[NamespaceUsage | ScopeUsage]:
+        """The namespace's usage totals, or ``thread``'s (a ``ScopeUsage``): nodes, stored
+        payload bytes, last activity (grant ``state.describe``)."""
+        if thread is not None:
+            return _Req(
+                method="GET",
+                path=self._thread_path(namespace, thread, "stats"),
+                parse=ScopeUsage.from_dict,
+            )
+        return _Req(
+            method="GET",
+            path=f"/v1/ns/{self._ns(namespace)}/stats",
+            parse=NamespaceUsage.from_dict,
+        )
+
+    @_Endpoint
+    def scope_stats(
+        self,
+        *,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+        namespace: str | None = None,
+    ) -> _Req[tuple[list[ScopeUsage], str | None]]:
+        """One page of the namespace's scopes with their usage, and the ``after`` of the
+        next page (None: the last)."""
+        params = _present({"prefix": prefix or None, "after": after})
+        return _Req(
+            method="GET",
+            path=f"/v1/ns/{self._ns(namespace)}/stats/scopes",
+            params={**params, "limit": str(limit)},
+            parse=lambda d: ([ScopeUsage.from_dict(s) for s in d["scopes"]], d["next_after"]),
+        )
+
+    @_Endpoint
+    def retention(self, *, namespace: str | None = None) -> _Req[RetentionPolicy | None]:
+        """The namespace's retention policy (None: everything is kept)."""
+        return _Req(
+            method="GET",
+            path=f"/v1/ns/{self._ns(namespace)}/retention",
+            parse=lambda d: None if d["policy"] is None else RetentionPolicy.from_dict(d["policy"]),
+        )
+
+    @_Endpoint
+    def set_retention(
+        self,
+        *,
+        idle_thread_days: float | None = None,
+        memory_ttl_days: float | None = None,
+        namespace: str | None = None,
+    ) -> _Req[RetentionPolicy]:
+        """Set the namespace's whole retention policy (grant ``state.gc``)."""
+        policy = RetentionPolicy(idle_thread_days=idle_thread_days, memory_ttl_days=memory_ttl_days)
+        return _Req(
+            method="PUT",
+            path=f"/v1/ns/{self._ns(namespace)}/retention",
+            json=policy.to_dict(),
+            parse=lambda d: RetentionPolicy.from_dict(d["policy"]),
+        )
+
+    @_Endpoint
+    def gc(
+        self, *, dry_run: bool = False, now: str | None = None, namespace: str | None = None
+    ) -> _Req[GcResult]:
+        """Apply the namespace's retention policy (grant ``state.gc``); ``dry_run``: what
+        would be deleted and forgotten, nothing changed."""
+        return _Req(
+            method="POST",
+            path=f"/v1/ns/{self._ns(namespace)}/gc",
+            json=_present({"dry_run": dry_run, "now": now}),
+            parse=GcResult.from_dict,
         )
 
     # -- meta

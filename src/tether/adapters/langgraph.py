@@ -875,7 +875,11 @@ class TetherSaver(BaseCheckpointSaver[str]):
         e = enc_ns(ns)
         listed = self._listed_channels(scope, e, cid)
         encoded = [
-            (WRITES_IDX_MAP.get(channel, idx), channel, self._encode(value, draft=channel in listed))
+            (
+                WRITES_IDX_MAP.get(channel, idx),
+                channel,
+                self._encode(value, draft=channel in listed),
+            )
             for idx, (channel, value) in enumerate(writes)
         ]
 

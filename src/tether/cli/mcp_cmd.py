@@ -194,7 +194,9 @@ def import_memory(ctx: click.Context, file: Path, user: str | None) -> None:
     user = user or ctx.meta.get("tether.mcp.user")
     try:
         if user is None:
-            raise InvalidRequest("pass --user ID: whose knowledge graph to import into", field="user")
+            raise InvalidRequest(
+                "pass --user ID: whose knowledge graph to import into", field="user"
+            )
         scope = scopes.user(user)
         try:
             data = file.read_bytes()

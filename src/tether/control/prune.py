@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -294,6 +294,20 @@ class PruneResult:
             "record": self.record,
             "generation": self.generation,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PruneResult:
+        return cls(
+            namespace=data["namespace"],
+            scope=data["scope"],
+            dry_run=bool(data["dry_run"]),
+            nodes=data["nodes"],
+            payload_bytes=data["payload_bytes"],
+            reasons=dict(data.get("reasons", {})),
+            digest=data.get("digest", ""),
+            record=data.get("record"),
+            generation=data.get("generation", 0),
+        )
 
 
 _ATTEMPTS: Final = 5

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -64,6 +65,24 @@ class RetentionPolicy:
     def to_dict(self) -> dict[str, Any]:
         return {"idle_thread_days": self.idle_thread_days, "memory_ttl_days": self.memory_ttl_days}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RetentionPolicy:
+        """A policy from its JSON form (unknown fields refused: a typo would keep data)."""
+        if not isinstance(data, Mapping):
+            raise InvalidRequest("a retention policy is a JSON object", field="policy")
+        unknown = set(data) - {"idle_thread_days", "memory_ttl_days"}
+        if unknown:
+            name = sorted(unknown)[0]
+            raise InvalidRequest(
+                f"unknown field {name!r}; a retention policy has idle_thread_days and "
+                "memory_ttl_days",
+                field=name,
+            )
+        return cls(
+            idle_thread_days=data.get("idle_thread_days"),
+            memory_ttl_days=data.get("memory_ttl_days"),
+        )
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GcResult:
@@ -89,6 +108,18 @@ class GcResult:
             "forgotten": list(self.forgotten),
             "dry_run": self.dry_run,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GcResult:
+        return cls(
+            namespace=data["namespace"],
+            now=data["now"],
+            policy=RetentionPolicy.from_dict(data["policy"]),
+            deleted=tuple(data.get("deleted", ())),
+            moved=tuple(data.get("moved", ())),
+            forgotten=tuple(data.get("forgotten", ())),
+            dry_run=bool(data.get("dry_run", False)),
+        )
 
 
 async def set_retention(
@@ -266,3 +297,7 @@ async def _gc_namespace(
         moved=tuple(moved),
         dry_run=dry_run,
     )
+
+
+utc_time = _utc  # an ISO 8601 time (or None: now) as an aware datetime, InvalidRequest if not
+iso_time = _iso  # a datetime as tether's createdAt text (UTC, milliseconds)

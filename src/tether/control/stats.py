@@ -13,13 +13,14 @@ read per scope, so it costs the number of scopes, not their history.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..core.erased import erased_placeholders
 from ..store.base import Store, check_name
 
-__all__ = ["NamespaceUsage", "ScopeUsage", "UsageReport", "usage"]
+__all__ = ["NamespaceUsage", "ScopeUsage", "UsageReport", "scope_usage", "usage"]
 
 _PAGE: Final = 500
 
@@ -40,6 +41,16 @@ class ScopeUsage:
             "generation": self.generation,
             "last_activity": self.last_activity,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScopeUsage:
+        return cls(
+            scope=data["scope"],
+            nodes=data["nodes"],
+            payload_bytes=data["payload_bytes"],
+            generation=data["generation"],
+            last_activity=data.get("last_activity"),
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -63,6 +74,17 @@ class NamespaceUsage:
             out["by_scope"] = [s.to_dict() for s in self.by_scope]
         return out
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NamespaceUsage:
+        return cls(
+            namespace=data["namespace"],
+            scopes=data["scopes"],
+            nodes=data["nodes"],
+            payload_bytes=data["payload_bytes"],
+            last_activity=data.get("last_activity"),
+            by_scope=tuple(ScopeUsage.from_dict(s) for s in data.get("by_scope", ())),
+        )
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class UsageReport:
@@ -71,6 +93,18 @@ class UsageReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"operation": self.operation, "namespaces": [n.to_dict() for n in self.namespaces]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> UsageReport:
+        return cls(namespaces=tuple(NamespaceUsage.from_dict(n) for n in data["namespaces"]))
+
+
+async def scope_usage(store: Store, namespace: str, scope: str) -> ScopeUsage:
+    """Usage of one scope (nodes 0 and no last activity if it holds none)."""
+    check_name("namespace", namespace)
+    check_name("scope", scope)
+    head = await store.head(namespace, scope)
+    return await _scope_usage(store, namespace, scope, head.generation)
 
 
 async def _scope_usage(store: Store, namespace: str, scope: str, generation: int) -> ScopeUsage:

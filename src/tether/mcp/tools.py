@@ -28,7 +28,16 @@ from ..projections.errors import InvalidArguments, NothingToUndo
 from ..store.base import Store
 from .graph import Graph, KnowledgeGraph
 
-__all__ = ["REFERENCE_TOOLS", "TETHER_TOOLS", "TOOLS", "Memory", "ToolDef", "ToolResult", "call_tool", "graph_text"]
+__all__ = [
+    "REFERENCE_TOOLS",
+    "TETHER_TOOLS",
+    "TOOLS",
+    "Memory",
+    "ToolDef",
+    "ToolResult",
+    "call_tool",
+    "graph_text",
+]
 
 _DRAFT7: Final = "http://json-schema.org/draft-07/schema#"
 
@@ -373,8 +382,7 @@ REFERENCE_TOOLS: Final[tuple[ToolDef, ...]] = (
         input_schema=_root(
             {
                 "query": _s(
-                    "The search query to match against entity names, types, and observation "
-                    "content"
+                    "The search query to match against entity names, types, and observation content"
                 )
             },
             closed=False,
@@ -498,7 +506,9 @@ async def _undo(m: Memory, a: Mapping[str, Any]) -> ToolResult:
         g = await m.graph.undo()
         return _result({"of": "graph", "undoes": g["undoes"], "keys": g["keys"], "node": g["node"]})
     edit = await m.notes.undo()
-    return _result({"of": "facts", "undoes": edit.undoes, "keys": list(edit.keys), "node": edit.node})
+    return _result(
+        {"of": "facts", "undoes": edit.undoes, "keys": list(edit.keys), "node": edit.node}
+    )
 
 
 async def _read_thread(m: Memory, a: Mapping[str, Any]) -> ToolResult:

@@ -407,6 +407,89 @@ PENDING_APPROVALS: Final = _object(
     description="The tool calls of the thread's latest run that wait for a decision.",
 )
 
+_DAYS: Final[Schema] = _nullable({"type": "number", "exclusiveMinimum": 0, "maximum": 1e6})
+
+RETENTION_POLICY: Final = _object(
+    {
+        "idle_thread_days": {**_DAYS, "description": "Threads idle longer are deleted by gc."},
+        "memory_ttl_days": {
+            **_DAYS,
+            "description": "Memories not written for longer are forgotten.",
+        },
+    },
+    required=(),
+    closed=True,
+    description="RetentionPolicy: null (or absent) keeps forever.",
+)
+
+RETENTION: Final = _object(
+    {"namespace": _STR, "policy": _nullable(ref("RetentionPolicy"))},
+    required=("namespace", "policy"),
+    description="A namespace's retention policy (null: none, everything is kept).",
+)
+
+GC_REQUEST: Final = _object(
+    {
+        "dry_run": {"type": "boolean", "default": False},
+        "now": {**_nullable(_STR), "description": "Judge idleness at this ISO 8601 time."},
+    },
+    required=(),
+    closed=True,
+)
+
+GC_RESULT: Final = _object(
+    {
+        "operation": {"type": "string", "enum": ["gc"]},
+        "namespace": _STR,
+        "now": _STR,
+        "policy": ref("RetentionPolicy"),
+        "deleted": _array(_STR),
+        "moved": _array(_STR),
+        "forgotten": _array(_STR),
+        "dry_run": _BOOL,
+    },
+    required=("operation", "namespace", "now", "policy", "deleted", "moved", "forgotten"),
+    description=(
+        "GcResult: the idle threads deleted (or, dry_run, that would be), those written "
+        "meanwhile and kept (moved), the memories past their TTL forgotten."
+    ),
+)
+
+SCOPE_USAGE: Final = _object(
+    {
+        "scope": _STR,
+        "nodes": _COUNT,
+        "payload_bytes": _COUNT,
+        "generation": _COUNT,
+        "last_activity": _or_null("string"),
+    },
+    required=("scope", "nodes", "payload_bytes", "generation", "last_activity"),
+    description="ScopeUsage: the nodes a scope holds, their stored payload bytes, its newest "
+    "node's createdAt.",
+)
+
+NAMESPACE_USAGE: Final = _object(
+    {
+        "namespace": _STR,
+        "scopes": _COUNT,
+        "nodes": _COUNT,
+        "payload_bytes": _COUNT,
+        "last_activity": _or_null("string"),
+    },
+    required=("namespace", "scopes", "nodes", "payload_bytes", "last_activity"),
+    description="NamespaceUsage: the sums over the namespace's scopes.",
+)
+
+SCOPE_USAGE_PAGE: Final = _object(
+    {
+        "namespace": _STR,
+        "scopes": _array(ref("ScopeUsage")),
+        "next_after": _or_null("string"),
+    },
+    required=("namespace", "scopes", "next_after"),
+    description="A page of the namespace's scopes with their usage, by scope name.",
+)
+
 COMPONENTS: Final[dict[str, Schema]] = {
     "Error": ERROR,
     "StateOperationRequest": REQUEST,
@@ -430,6 +513,13 @@ COMPONENTS: Final[dict[str, Schema]] = {
     "ErasureResult": ERASURE_RESULT,
     "PruneRequest": PRUNE_REQUEST,
     "PruneResult": PRUNE_RESULT,
+    "RetentionPolicy": RETENTION_POLICY,
+    "Retention": RETENTION,
+    "GcRequest": GC_REQUEST,
+    "GcResult": GC_RESULT,
+    "ScopeUsage": SCOPE_USAGE,
+    "NamespaceUsage": NAMESPACE_USAGE,
+    "ScopeUsagePage": SCOPE_USAGE_PAGE,
     "Transition": TRANSITION,
     "TaskState": TASK_STATE,
     "RunSummary": RUN_SUMMARY,

@@ -48,7 +48,14 @@ from ..core.errors import InvalidRequest, TetherError
 from ..core.telemetry import telemetry
 from ..runtime.agent import Agent
 from ..store import Store
-from . import routes_agent, routes_ns, routes_recall, routes_state, routes_tasks
+from . import (
+    routes_agent,
+    routes_lifecycle,
+    routes_ns,
+    routes_recall,
+    routes_state,
+    routes_tasks,
+)
 from ._deps import AgentFactory, Server, authenticated, need
 from ._http import error_response, json_response
 from .auth import AuthConfigError, Forbidden, Token, Tokens
@@ -219,6 +226,7 @@ def create_app(
     app.include_router(routes_ns.router())
     app.include_router(routes_recall.router())
     app.include_router(routes_tasks.router())
+    app.include_router(routes_lifecycle.router())
     if agent is not None:
         app.include_router(routes_agent.router())
     if inspector:

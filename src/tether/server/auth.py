@@ -108,6 +108,7 @@ GRANTS: Final[tuple[str, ...]] = (
     "state.verify",
     "state.erase",
     "state.prune",
+    "state.gc",
     "agent.step",
     "agent.approve",
     "metrics",

@@ -1,0 +1,139 @@
+"""Usage, retention and gc over HTTP and through tether.Client (issue 43): every backend,
+the grants, a token bound to a user, and bad requests (a typed error, nothing written)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from _server_helpers import TOKEN
+from test_retention import OLD, _thread
+from tether import Client, control
+from tether.control.retention import RetentionPolicy, retention
+from tether.control.stats import NamespaceUsage, ScopeUsage
+from tether.core.errors import InvalidRequest
+from tether.server import Tokens, create_app
+from tether.server.auth import Forbidden, dev_token
+from tether.store.base import Store
+
+ADA = "ada-bound-token-" + "4" * 20
+
+
+@pytest.fixture
+async def client(store: Store) -> AsyncIterator[Client]:
+    app = create_app(store, tokens=Tokens.single(TOKEN))
+    async with Client("http://tether", TOKEN, transport=httpx.ASGITransport(app=app)) as c:
+        yield c
+
+
+async def test_stats_over_http_are_the_local_usage(store: Store, ns: str, client: Client) -> None:
+    await _thread(store, ns, "old", OLD)
+    await _thread(store, ns, "fresh")
+    await _thread(store, ns, "fresh")
+    local = (await control.usage(store, ns)).namespaces[0]
+    total = await client.stats(namespace=ns)
+    assert isinstance(total, NamespaceUsage)
+    assert total == NamespaceUsage(
+        namespace=ns,
+        scopes=local.scopes,
+        nodes=local.nodes,
+        payload_bytes=local.payload_bytes,
+        last_activity=local.last_activity,
+    )
+    assert (total.scopes, total.nodes) == (2, 6) and total.payload_bytes > 0
+    one = await client.stats("old", namespace=ns)
+    assert isinstance(one, ScopeUsage)
+    assert one == next(s for s in local.by_scope if s.scope == "thread:old")
+    assert one.last_activity == OLD and one.nodes == 2
+    # Paged by scope name; the pages together are the local by_scope.
+    first, after = await client.scope_stats(limit=1, namespace=ns)
+    assert after == "thread:fresh" and len(first) == 1
+    rest, end = await client.scope_stats(after=after, limit=1, namespace=ns)
+    assert end is None and [*first, *rest] == list(local.by_scope)
+    assert await client.scope_stats(prefix="user:", namespace=ns) == ([], None)
+    empty = await client.stats("never", namespace=ns)
+    assert (empty.nodes, empty.payload_bytes, empty.last_activity) == (0, 0, None)
+
+
+async def test_gc_over_http_dry_run_then_delete(store: Store, ns: str, client: Client) -> None:
+    await _thread(store, ns, "old", OLD)
+    await _thread(store, ns, "fresh")
+    assert await client.retention(namespace=ns) is None
+    nothing = await client.gc(namespace=ns)  # no policy: nothing done
+    assert nothing.policy == RetentionPolicy() and nothing.deleted == ()
+    policy = await client.set_retention(idle_thread_days=30, namespace=ns)
+    assert policy == RetentionPolicy(idle_thread_days=30) == await retention(store, ns)
+    assert await client.retention(namespace=ns) == policy
+    dry = await client.gc(dry_run=True, namespace=ns)
+    assert dry.dry_run and dry.deleted == ("thread:old",)
+    assert (await store.head(ns, "thread:old")).sequence == 2  # nothing changed
+    done = await client.gc(namespace=ns)
+    assert done.deleted == ("thread:old",) and not done.dry_run
+    assert (await store.head(ns, "thread:old")).sequence == 0
+    assert (await store.head(ns, "thread:fresh")).sequence == 2
+    # Judged at a later time, the fresh thread is idle too (a dry run: it stays).
+    later = await client.gc(dry_run=True, now="2099-01-01T00:00:00Z", namespace=ns)
+    assert later.deleted == ("thread:fresh",) and later.now == "2099-01-01T00:00:00.000Z"
+    assert (await store.head(ns, "thread:fresh")).sequence == 2
+
+
+async def test_bad_lifecycle_requests_are_typed_and_write_nothing(
+    store: Store, ns: str, client: Client
+) -> None:
+    await _thread(store, ns, "old", OLD)
+    base = f"/v1/ns/{ns}"
+    bad: list[tuple[str, str, Any, str]] = [
+        ("POST", "/gc", {"dry_run": True, "bogus": 1}, "bogus"),
+        ("POST", "/gc", {"dry_run": "yes"}, "dry_run"),
+        ("POST", "/gc", {"now": "soon"}, "now"),
+        ("POST", "/gc", {"now": 5}, "now"),
+        ("PUT", "/retention", {"idle_thread_days": 0}, "idle_thread_days"),
+        ("PUT", "/retention", {"idle_thread_days": True}, "idle_thread_days"),
+        ("PUT", "/retention", {"idle_days": 3}, "idle_days"),
+    ]
+    app = create_app(store, tokens=Tokens.single(TOKEN))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://tether",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    ) as http:
+        for method, path, body, field in bad:
+            r = await http.request(method, base + path, json=body)
+            assert r.status_code == 400, (path, body, r.text)
+            assert r.json()["code"] == "invalid_request", r.text
+            assert r.json()["details"]["field"] == field, r.text
+        r = await http.put(base + "/retention", content=b"[1]")
+        assert r.status_code == 400
+        r = await http.get(base + "/stats/scopes", params={"limit": 0})
+        assert r.status_code == 400
+    assert await retention(store, ns) is None  # no policy was written
+    assert (await store.head(ns, "thread:old")).sequence == 2
+    with pytest.raises(InvalidRequest):
+        await client.set_retention(memory_ttl_days=-1, namespace=ns)  # refused locally
+
+
+async def test_a_user_bound_token_sees_only_its_threads_stats(store: Store, ns: str) -> None:
+    from tether.models import Rule, ScriptedModel
+    from tether.runtime import Agent
+
+    agent = Agent(None, ScriptedModel([Rule(answer="ok")]), store=store, namespace=ns)
+    await agent.step("hi", thread="mine", user="ada")
+    await agent.step("hi", thread="theirs", user="bob")
+    tokens = Tokens([dev_token(ADA, name="ada", grants=["*"], namespaces=[ns], user="ada")])
+    app = create_app(store, tokens=tokens)
+    async with Client("http://t", ADA, transport=httpx.ASGITransport(app=app)) as c:
+        mine = await c.stats("mine", namespace=ns)
+        assert isinstance(mine, ScopeUsage) and mine.nodes > 0
+        for call in (
+            c.stats("theirs", namespace=ns),
+            c.stats(namespace=ns),
+            c.scope_stats(namespace=ns),
+            c.gc(dry_run=True, namespace=ns),
+            c.set_retention(idle_thread_days=1, namespace=ns),
+        ):
+            with pytest.raises(Forbidden):
+                await call
+    assert await retention(store, ns) is None

@@ -250,3 +250,39 @@ def test_inspector_finds_opens_and_clears_a_thread(served: Served, tmp_path: Pat
     for name in (f"inspector-{s}.png" for s in shots):
         assert (tmp_path / name).stat().st_size > 10_000
     assert TOKEN not in served.log.read_text()
+
+
+@pytest.mark.slow
+def test_inspector_shows_a_threads_size_after_a_prune(served: Served) -> None:
+    """A thread's nodes, stored bytes, the nodes a prune removed and its last activity,
+    in the thread list and the thread's header, as the stats route counts them."""
+    sync_playwright = _need_browser()
+    compact = {"namespace": "default", "thread": "support-1", "strategy": "recent"}
+    api(served, "POST", "/state/compact", json={**compact, "max_messages": 2})
+    done = api(served, "POST", "/v1/ns/default/threads/support-1/prune", json={})
+    assert done["nodes"] > 0
+    usage = api(served, "GET", "/v1/ns/default/threads/support-1/stats")
+    head = api(served, "GET", "/v1/ns/default/threads/support-1")["stores"][-1]["metadata"]
+    problems: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 950})
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.goto(served.url)
+            page.fill("#token", TOKEN)
+            page.click("#connect")
+            item = page.locator("[data-thread='support-1']")
+            item.wait_for()
+            assert item.locator(".thread-meta").inner_text().startswith(f"{usage['nodes']} nodes")
+            assert f"{usage['payload_bytes']} bytes stored" in (item.get_attribute("title") or "")
+            item.click()
+            page.wait_for_selector(".thread-pruned")
+            assert page.inner_text(".thread-nodes b") == str(usage["nodes"])
+            assert page.inner_text(".thread-pruned b") == str(head["sequence"] - usage["nodes"])
+            size = page.locator(".thread-size").get_attribute("title") or ""
+            assert size == f"{usage['payload_bytes']} bytes of stored payloads"
+            assert page.inner_text(".thread-active b") == usage["last_activity"]
+        finally:
+            browser.close()
+    assert problems == []

@@ -137,3 +137,27 @@ async def test_a_user_bound_token_sees_only_its_threads_stats(store: Store, ns: 
             with pytest.raises(Forbidden):
                 await call
     assert await retention(store, ns) is None
+
+
+async def test_a_pruned_thread_lists_the_nodes_it_holds(store: Store, ns: str) -> None:
+    """The thread listing (the inspector's) shows what a thread holds after a prune: its
+    nodes and stored bytes as ``stats`` counts them, not its sequence, and its last
+    activity; a thread's ``/stats`` says the same."""
+    from test_prune import _long_thread
+
+    await _long_thread(store, 4, ns=ns)
+    done = await control.prune(store, ns, thread="t", keep_versions=1)
+    assert done.nodes > 0
+    app = create_app(store, tokens=Tokens.single(TOKEN))
+    async with Client("http://t", TOKEN, transport=httpx.ASGITransport(app=app)) as c:
+        http = c._http
+        listing = (await http.get(f"/v1/ns/{ns}/threads")).json()["threads"]
+        one = await c.stats("t", namespace=ns)
+    head = await store.head(ns, "thread:t")
+    held = await store.nodes(ns, "thread:t", limit=1000)
+    (row,) = listing
+    assert row["nodes"] == len(held) == one.nodes < head.sequence == row["sequence"]
+    assert (
+        row["size_bytes"] == one.payload_bytes == (await store.stats(ns, "thread:t")).payload_bytes
+    )
+    assert row["last_activity"] == one.last_activity == held[-1].created_at

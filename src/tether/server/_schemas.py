@@ -203,9 +203,11 @@ THREADS: Final = _object(
                     "thread": _STR,
                     "scope": _STR,
                     "nodes": _INT,
+                    "sequence": _INT,
                     "generation": _INT,
                     "size_bytes": _INT,
                     "runs": _INT,
+                    "last_activity": _or_null("string"),
                 }
             )
         ),

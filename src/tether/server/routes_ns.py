@@ -90,14 +90,19 @@ def router() -> APIRouter:
             if owners is not None and await owners.of(thread) != at.user:
                 continue  # a token bound to a user lists that user's threads only
             stats = await store.stats(ns, info.scope)
+            with erased_placeholders(True):  # only its createdAt is read
+                newest = await store.nodes(ns, info.scope, limit=1, descending=True)
             rows.append(
                 {
                     "thread": info.scope.removeprefix("thread:"),
                     "scope": info.scope,
-                    "nodes": info.sequence,
+                    # The nodes held (after a prune, fewer than the sequence).
+                    "nodes": stats.nodes,
+                    "sequence": info.sequence,
                     "generation": info.generation,
                     "size_bytes": stats.payload_bytes,
                     "runs": stats.kinds.get("goal", 0),
+                    "last_activity": newest[0].created_at if newest else None,
                 }
             )
         more = len(page) > limit

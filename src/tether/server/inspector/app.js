@@ -39,6 +39,7 @@ const state = {
   thread: null,
   describe: null,
   nodes: [],
+  usage: null, // the open thread's /stats: nodes, stored bytes, last activity
   byId: new Map(),
   total: 0,
   tab: "graph",
@@ -258,7 +259,7 @@ function renderThreads() {
               class: ["thread-item", t.thread === state.thread && "active"],
               dataset: { thread: t.thread },
               onclick: () => openThread(t.thread),
-              title: t.scope,
+              title: `${t.scope} · ${t.size_bytes} bytes stored` + (t.last_activity ? ` · last activity ${t.last_activity}` : ""),
             },
             h("span", { class: "thread-name" }, t.thread),
             h(
@@ -288,13 +289,15 @@ async function openThread(thread, { keepTab = false, tab = null, run = null } = 
   setHash();
   fill($("#main"), empty(`Loading ${thread}…`));
   try {
-    const [describe, hist] = await Promise.all([
+    const [describe, hist, usage] = await Promise.all([
       api.get(api.thread(state.ns, thread), { include_data: true }),
       can("state.history")
         ? api.get(api.thread(state.ns, thread, "/history"), { limit: GRAPH_MAX, descending: true })
         : Promise.resolve({ nodes: [] }),
+      api.get(api.thread(state.ns, thread, "/stats")),
     ]);
     state.describe = describe;
+    state.usage = usage;
     state.nodes = hist.nodes.slice().reverse();
     state.byId = new Map(state.nodes.map((n) => [n.id, n]));
     const g = graphReport();
@@ -315,6 +318,8 @@ function renderThread() {
   for (const r of runs) counts[r.status] = (counts[r.status] || 0) + 1;
   // Erased payloads among the nodes shown (their user's data key was destroyed).
   const erased = state.nodes.filter((n) => isErased(n.payload)).length;
+  const pruned = (g.metadata.sequence ?? 0) - (g.node_count ?? 0);
+  const active = state.usage ? state.usage.last_activity : null;
   const header = h(
     "div",
     { class: "thread-header" },
@@ -327,9 +332,13 @@ function renderThread() {
     h(
       "div",
       { class: "thread-stats" },
-      h("span", {}, h("b", {}, String(state.total)), " nodes"),
+      h("span", { class: "thread-nodes" }, h("b", {}, String(state.total)), " nodes"),
       h("span", {}, "generation ", h("b", {}, String(g.metadata.generation ?? 0))),
-      h("span", {}, h("b", {}, bytes(g.size_bytes)), " stored"),
+      h("span", { class: "thread-size", title: `${g.size_bytes ?? 0} bytes of stored payloads` }, h("b", {}, bytes(g.size_bytes)), " stored"),
+      pruned > 0
+        ? h("span", { class: "thread-pruned", title: "nodes removed by prune (tether prune)" }, h("b", {}, String(pruned)), " pruned")
+        : null,
+      active ? h("span", { class: "thread-active" }, "last activity ", h("b", {}, active)) : null,
       h("span", {}, "frontier ", h("b", {}, String((g.metadata.frontier || []).length))),
       Object.entries(counts).map(([st, n]) => h("span", {}, statusBadge(st), ` ${n}`)),
       erased

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import tether
 from tether import control
-from tether.control.retention import retention, set_retention
+from tether.control.retention import RetentionPolicy, retention, set_retention
 from tether.core.errors import Conflict, InvalidRequest
 from tether.core.graph import make_node
 from tether.store.base import ScopeWrite, Store
@@ -69,7 +69,11 @@ async def test_gc_deletes_idle_threads_only(store: Store, ns: str) -> None:
     assert (await store.head(ns, "thread:fresh")).sequence == 2
     again = await control.gc(store, ns)  # the deleted thread is not idle any more
     assert [(r.deleted, r.moved) for r in again] == [((), ())]
-    assert done.to_dict()["policy"] == {"idle_thread_days": 30, "memory_ttl_days": None}
+    assert done.to_dict()["policy"] == {
+        "idle_thread_days": 30,
+        "memory_ttl_days": None,
+        "memory_ttl_refresh_on_read": False,
+    }
 
 
 async def test_a_conditional_reset_never_takes_a_turn_written_since(store: Store, ns: str) -> None:
@@ -117,6 +121,7 @@ def test_the_cli_sets_a_policy_and_collects(tmp_path: Path) -> None:
     assert cli("retention", "--idle-thread-days", "7")["policy"] == {
         "idle_thread_days": 7.0,
         "memory_ttl_days": None,
+        "memory_ttl_refresh_on_read": False,
     }
     dry = cli("gc", "--dry-run")
     assert dry["namespaces"][0]["deleted"] == ["thread:old"]
@@ -125,10 +130,18 @@ def test_the_cli_sets_a_policy_and_collects(tmp_path: Path) -> None:
     threads = cli("threads")["threads"]
     assert [t["thread"] for t in threads] == ["fresh"]
     both = cli("retention", "--memory-ttl-days", "30")["policy"]
-    assert both == {"idle_thread_days": 7.0, "memory_ttl_days": 30.0}  # merged, not replaced
+    assert both == {  # merged, not replaced
+        "idle_thread_days": 7.0,
+        "memory_ttl_days": 30.0,
+        "memory_ttl_refresh_on_read": False,
+    }
+    refreshed = cli("retention", "--refresh-on-read")["policy"]
+    assert refreshed == {**both, "memory_ttl_refresh_on_read": True}
+    assert cli("retention", "--idle-thread-days", "8")["policy"]["memory_ttl_refresh_on_read"]
     assert cli("retention", "--forever")["policy"] == {
         "idle_thread_days": None,
         "memory_ttl_days": None,
+        "memory_ttl_refresh_on_read": False,
     }
     assert cli("gc", "--now", "2999-01-01T00:00:00Z")["namespaces"] == []
 
@@ -218,3 +231,111 @@ async def test_two_gc_at_once_delete_each_thread_once(store: Store, ns: str) -> 
     assert first[0].moved == second[0].moved == ()
     for name in ("a", "b", "c"):
         assert (await store.head(ns, f"thread:{name}")).sequence == 0
+
+
+# -- a memory's TTL refreshed on read (LangGraph's TTLConfig refresh_on_read) ----------
+
+
+async def test_a_read_that_refreshes_restarts_a_memorys_ttl(store: Store, ns: str) -> None:
+    from tether.control.retention import TOUCH_PREFIX
+    from tether.projections.semantic import semantic_memory
+
+    old = await _memory(store, ns, "user:ada", "memory", "kept", OLD)
+    unread = await _memory(store, ns, "user:ada", "memory", "unread", OLD)
+    await set_retention(store, ns, memory_ttl_days=30)  # refresh_on_read off: a plain read
+    assert set(await semantic_memory(store, ns, "user:ada")) == {"memory:kept", "memory:unread"}
+    assert await store.resource_heads(ns, "user:ada", TOUCH_PREFIX) == {}
+    (dry,) = await control.gc(store, ns, dry_run=True)
+    assert sorted(dry.forgotten) == ["user:ada/memory:kept", "user:ada/memory:unread"]
+    # One key read with refresh_ttl: its time restarts now; the other still expires.
+    got = await semantic_memory(store, ns, "user:ada", "memory", refresh_ttl=True)
+    assert got == {"memory:kept": "kept v0", "memory:unread": "unread v1"}  # the read itself
+    touches = await store.resource_heads(ns, "user:ada", TOUCH_PREFIX)
+    assert {k: n.payload for k, n in touches.items()} == {
+        "ttl:semantic:memory:kept": {"version": old},
+        "ttl:semantic:memory:unread": {"version": unread},
+    }
+    await _memory(store, ns, "user:ada", "memory", "other", OLD)  # never read
+    (dry,) = await control.gc(store, ns, dry_run=True)
+    assert dry.forgotten == ("user:ada/memory:other",)
+    # Judged 31 days after the read, the read ones expire too.
+    later = "2099-01-01T00:00:00Z"
+    (far,) = await control.gc(store, ns, now=later, dry_run=True)
+    assert len(far.forgotten) == 3
+    # A second read right away records nothing more (one node a minute at most).
+    before = (await store.head(ns, "user:ada")).sequence
+    await semantic_memory(store, ns, "user:ada", refresh_ttl=True)
+    assert (await store.head(ns, "user:ada")).sequence == before + 1  # only "other"
+
+
+async def test_refresh_on_read_follows_the_policy(store: Store, ns: str) -> None:
+    from tether.control.retention import TOUCH_PREFIX
+    from tether.projections.semantic import semantic_memory
+
+    await _memory(store, ns, "app", "memory", "k", OLD)
+    await semantic_memory(store, ns, "app")  # no policy: a plain read
+    assert await store.resource_heads(ns, "app", TOUCH_PREFIX) == {}
+    await set_retention(store, ns, memory_ttl_days=30, memory_ttl_refresh_on_read=True)
+    await semantic_memory(store, ns, "app", refresh_ttl=False)  # the caller says no
+    assert await store.resource_heads(ns, "app", TOUCH_PREFIX) == {}
+    await semantic_memory(store, ns, "app")  # the policy says yes
+    assert set(await store.resource_heads(ns, "app", TOUCH_PREFIX)) == {"ttl:semantic:memory:k"}
+    (r,) = await control.gc(store, ns)
+    assert r.forgotten == ()
+    assert (await retention(store, ns)) == RetentionPolicy(
+        memory_ttl_days=30, memory_ttl_refresh_on_read=True
+    )
+
+
+async def test_a_refresh_never_resurrects_a_forgotten_memory(store: Store, ns: str) -> None:
+    from tether.control.retention import TOUCH_PREFIX, _tombstone, refresh_memories
+    from tether.projections.semantic import semantic_memory
+
+    scope, rk = "user:ada", "semantic:memory:m"
+    version = await _memory(store, ns, scope, "memory", "m", OLD)
+    await set_retention(store, ns, memory_ttl_days=30)
+    # gc judged it (no touch), then a read refreshed it before the tombstone: kept.
+    assert await refresh_memories(store, ns, scope, {rk: version}) == (rk,)
+    assert await _tombstone(store, ns, scope, rk, version, None) is False
+    assert "memory:m" in await semantic_memory(store, ns, scope, refresh_ttl=False)
+    # Forgotten (gc judged it with the touch it saw), then a late refresh of the version
+    # that was read: nothing written, the memory stays forgotten.
+    touch = await store.resource_head(ns, scope, TOUCH_PREFIX + rk)
+    assert touch is not None
+    assert await _tombstone(store, ns, scope, rk, version, touch.id) is True
+    head = await store.head(ns, scope)
+    assert await refresh_memories(store, ns, scope, {rk: version}) == ()
+    assert await store.head(ns, scope) == head
+    assert await semantic_memory(store, ns, scope, refresh_ttl=True) == {}
+    # Refreshes and gc racing (interleaved at every await on one loop): whatever wins,
+    # a forgotten memory is never read back and a refreshed one is never forgotten by
+    # the gc that judged it before the refresh.
+    for i in range(5):
+        v = await _memory(store, ns, scope, "memory", f"r{i}", OLD)
+        key = f"semantic:memory:r{i}"
+        results = await asyncio.gather(
+            control.gc(store, ns), refresh_memories(store, ns, scope, {key: v})
+        )
+        (gced,), refreshed = results
+        gone = f"{scope}/memory:r{i}" in gced.forgotten
+        assert gone != (refreshed == (key,)), (gced.forgotten, refreshed)
+        current = await semantic_memory(store, ns, scope, refresh_ttl=False)
+        assert (f"memory:r{i}" in current) is not gone
+
+
+async def test_bad_refresh_requests_are_refused() -> None:
+    from tether.control.retention import refresh_memories
+    from tether.store.in_memory import MemoryStore
+
+    with pytest.raises(InvalidRequest) as e:
+        RetentionPolicy(memory_ttl_days=1, memory_ttl_refresh_on_read="yes")  # type: ignore[arg-type]
+    assert e.value.details["field"] == "memory_ttl_refresh_on_read"
+    with pytest.raises(InvalidRequest):
+        RetentionPolicy.from_dict({"memory_ttl_days": 1, "refresh": True})
+    store = MemoryStore()
+    await _memory(store, "ns", "app", "memory", "k", OLD)
+    head = await store.head("ns", "app")
+    with pytest.raises(InvalidRequest) as e:
+        await refresh_memories(store, "ns", "app", {"var:x": head.frontier[0]})
+    assert e.value.details["field"] == "read"
+    assert await store.head("ns", "app") == head  # nothing written

@@ -561,10 +561,15 @@ class _Api(Generic[Transport]):
         *,
         idle_thread_days: float | None = None,
         memory_ttl_days: float | None = None,
+        memory_ttl_refresh_on_read: bool = False,
         namespace: str | None = None,
     ) -> _Req[RetentionPolicy]:
         """Set the namespace's whole retention policy (grant ``state.gc``)."""
-        policy = RetentionPolicy(idle_thread_days=idle_thread_days, memory_ttl_days=memory_ttl_days)
+        policy = RetentionPolicy(
+            idle_thread_days=idle_thread_days,
+            memory_ttl_days=memory_ttl_days,
+            memory_ttl_refresh_on_read=memory_ttl_refresh_on_read,
+        )
         return _Req(
             method="PUT",
             path=f"/v1/ns/{self._ns(namespace)}/retention",

@@ -873,12 +873,19 @@ def prune(
     metavar="DAYS",
     help="Forget memories not written for this long (tether gc applies it).",
 )
+@click.option(
+    "--refresh-on-read/--no-refresh-on-read",
+    "refresh_on_read",
+    default=None,
+    help="A read of memories restarts their TTL (as LangGraph's refresh_on_read).",
+)
 @click.option("--forever", is_flag=True, help="Keep threads and memories forever (no limits).")
 @click.pass_context
 def retention_cmd(
     ctx: click.Context,
     idle_thread_days: float | None,
     memory_ttl_days: float | None,
+    refresh_on_read: bool | None,
     forever: bool,
 ) -> None:
     """Show or set the namespace's retention policy (applied by tether gc)."""
@@ -890,7 +897,7 @@ def retention_cmd(
         current = await ret.retention(store, s.namespace) or ret.RetentionPolicy()
         if forever:
             return await ret.set_retention(store, s.namespace)
-        if idle_thread_days is None and memory_ttl_days is None:
+        if idle_thread_days is None and memory_ttl_days is None and refresh_on_read is None:
             return current if current != ret.RetentionPolicy() else None
         return await ret.set_retention(
             store,
@@ -901,6 +908,9 @@ def retention_cmd(
             memory_ttl_days=memory_ttl_days
             if memory_ttl_days is not None
             else current.memory_ttl_days,
+            memory_ttl_refresh_on_read=refresh_on_read
+            if refresh_on_read is not None
+            else current.memory_ttl_refresh_on_read,
         )
 
     policy = run(s, go)
@@ -918,6 +928,11 @@ def retention_cmd(
             + (
                 f", memories not written for {policy.memory_ttl_days:g} day(s) forgotten"
                 if policy and policy.memory_ttl_days is not None
+                else ""
+            )
+            + (
+                " (a read restarts their time)"
+                if policy and policy.memory_ttl_refresh_on_read
                 else ""
             )
         ),

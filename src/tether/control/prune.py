@@ -11,8 +11,8 @@ What goes (``plan_prune``, pure, over the scope's nodes):
   the ``through`` of the current summary of every LLM node of the thread. A view
   reads from its summary on, so none of them is shown again.
 * **old versions** (``keep_versions=N``): versions of variables (``var:``) and
-  memories (``semantic:``, not summaries, whose older versions undo a compaction)
-  older than the newest N.
+  memories (``semantic:``, not summaries, whose older versions undo a compaction),
+  and of the reads recorded for a memory's TTL (``ttl:``), older than the newest N.
 * **finished runs older than a date** (``finished_before``): of a run finished
   before it, the nodes no view shows (its tool_call and verification nodes); the rest
   of it too when a summary stands for it (as ``compacted``).
@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 PRUNE_KEY: Final = "prune"  # resource key of a scope's prune records
-_VERSIONED = ("var:", "semantic:")
+_VERSIONED = ("var:", "semantic:", "ttl:")  # ttl: a memory's last read (retention)
 _SUMMARY = "semantic:summary:"
 # Nodes of a finished run that no view shows (the inference holds its calls).
 _BOOKKEEPING = frozenset({"tool_call", "verification"})

@@ -19,8 +19,14 @@ reserved type) whose current version was written longer ago is forgotten (a tomb
 version, as ``forget`` writes), only if that version is still the current one when the
 tombstone commits. Writing a memory again restarts its time.
 
-Not here yet (issue 43): idle threads exported before deletion, and a TTL refreshed
-by reads (as LangGraph's ``refresh_on_read``).
+Refreshed on read (``memory_ttl_refresh_on_read``, or ``semantic_memory(...,
+refresh_ttl=True)``; LangGraph's TTLConfig ``refresh_on_read``): a read records, for
+each memory it returned, that this version was read (``refresh_memories``: a
+``ttl:semantic:<type>:<key>`` node, at most one a minute per memory), and the TTL
+counts from the later of the write and that read. The record is written only if the
+version read is still current, and ``gc`` tombstones only if the record is still the
+one it judged, both in one fenced transaction: a refresh never brings back a
+forgotten memory, and a memory refreshed after ``gc`` judged it is kept.
 """
 
 from __future__ import annotations
@@ -35,14 +41,33 @@ from ..core import scopes
 from ..core.erased import erased_placeholders
 from ..core.errors import Conflict, InvalidRequest
 from ..projections.recall_index import vector_table
-from ..projections.semantic import RESERVED_TYPES
+from ..projections.semantic import (
+    REFRESH_EVERY_S,
+    RESERVED_TYPES,
+    RETENTION_KEY,
+    TOUCH_PREFIX,
+    refresh_memories,
+)
+from ..projections.semantic import last_use as _last_use
 from ..store.base import Store, check_name
 from ..store.txn import Transaction, transact
 from . import tasks
 
-__all__ = ["GcResult", "RetentionPolicy", "gc", "retention", "set_retention"]
+__all__ = [
+    "REFRESH_EVERY_S",
+    "RETENTION_KEY",
+    "TOUCH_PREFIX",
+    "GcResult",
+    "RetentionPolicy",
+    "gc",
+    "refresh_memories",
+    "retention",
+    "set_retention",
+]
 
-RETENTION_KEY: Final = "retention"
+_POLICY_FIELDS: Final = frozenset(
+    {"idle_thread_days", "memory_ttl_days", "memory_ttl_refresh_on_read"}
+)
 _PAGE: Final = 500
 
 
@@ -52,9 +77,18 @@ class RetentionPolicy:
     by ``gc`` (None: kept forever)."""
 
     idle_thread_days: float | None = None
-    memory_ttl_days: float | None = None  # memories not written for this long are forgotten
+    memory_ttl_days: float | None = None  # memories not written (or read) for this long go
+    # A read of memories (``semantic_memory``) restarts their time, as LangGraph's
+    # TTLConfig ``refresh_on_read``; a read may still say ``refresh_ttl=False``.
+    memory_ttl_refresh_on_read: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.memory_ttl_refresh_on_read, bool):
+            raise InvalidRequest(
+                "memory_ttl_refresh_on_read is true or false, got "
+                f"{self.memory_ttl_refresh_on_read!r}",
+                field="memory_ttl_refresh_on_read",
+            )
         for name in ("idle_thread_days", "memory_ttl_days"):
             d = getattr(self, name)
             if d is not None and (
@@ -63,24 +97,29 @@ class RetentionPolicy:
                 raise InvalidRequest(f"{name} is a number of days > 0, got {d!r}", field=name)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"idle_thread_days": self.idle_thread_days, "memory_ttl_days": self.memory_ttl_days}
+        return {
+            "idle_thread_days": self.idle_thread_days,
+            "memory_ttl_days": self.memory_ttl_days,
+            "memory_ttl_refresh_on_read": self.memory_ttl_refresh_on_read,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RetentionPolicy:
         """A policy from its JSON form (unknown fields refused: a typo would keep data)."""
         if not isinstance(data, Mapping):
             raise InvalidRequest("a retention policy is a JSON object", field="policy")
-        unknown = set(data) - {"idle_thread_days", "memory_ttl_days"}
+        unknown = set(data) - _POLICY_FIELDS
         if unknown:
             name = sorted(unknown)[0]
             raise InvalidRequest(
-                f"unknown field {name!r}; a retention policy has idle_thread_days and "
-                "memory_ttl_days",
+                f"unknown field {name!r}; a retention policy has "
+                + ", ".join(sorted(_POLICY_FIELDS)),
                 field=name,
             )
         return cls(
             idle_thread_days=data.get("idle_thread_days"),
             memory_ttl_days=data.get("memory_ttl_days"),
+            memory_ttl_refresh_on_read=data.get("memory_ttl_refresh_on_read", False),
         )
 
 
@@ -128,10 +167,15 @@ async def set_retention(
     *,
     idle_thread_days: float | None = None,
     memory_ttl_days: float | None = None,
+    memory_ttl_refresh_on_read: bool = False,
 ) -> RetentionPolicy:
     """Set ``namespace``'s retention policy (a new version of its ``retention`` node)."""
     check_name("namespace", namespace)
-    policy = RetentionPolicy(idle_thread_days=idle_thread_days, memory_ttl_days=memory_ttl_days)
+    policy = RetentionPolicy(
+        idle_thread_days=idle_thread_days,
+        memory_ttl_days=memory_ttl_days,
+        memory_ttl_refresh_on_read=memory_ttl_refresh_on_read,
+    )
 
     async def write(txn: Any) -> None:
         await txn.append(scopes.APP, "resource", policy.to_dict(), resource_key=RETENTION_KEY)
@@ -147,10 +191,7 @@ async def retention(store: Store, namespace: str) -> RetentionPolicy | None:
     if node is None or not isinstance(node.payload, dict):
         return None
     try:
-        return RetentionPolicy(
-            idle_thread_days=node.payload.get("idle_thread_days"),
-            memory_ttl_days=node.payload.get("memory_ttl_days"),
-        )
+        return RetentionPolicy.from_dict(node.payload)
     except InvalidRequest:
         return None  # a policy this tether cannot read is no policy: nothing is deleted
 
@@ -221,17 +262,20 @@ async def _forget_expired(
         for info in page:
             with erased_placeholders(True):  # an erased memory is gone already
                 heads = await store.resource_heads(ns, info.scope, "semantic:")
+                touches = await store.resource_heads(ns, info.scope, TOUCH_PREFIX + "semantic:")
             for key, node in heads.items():
                 p = node.payload
+                touch = touches.get(TOUCH_PREFIX + key)
                 if (
                     not isinstance(p, dict)
                     or p.get("content") is None
                     or p.get("$erased") is True
                     or p.get("type") in RESERVED_TYPES
-                    or node.created_at >= cutoff
+                    or _last_use(node, touch) >= cutoff
                 ):
                     continue
-                if dry_run or await _tombstone(store, ns, info.scope, key, node.id):
+                touched = None if touch is None else touch.id
+                if dry_run or await _tombstone(store, ns, info.scope, key, node.id, touched):
                     out.append(f"{info.scope}/{key.removeprefix('semantic:')}")
         if len(page) < _PAGE:
             break
@@ -239,13 +283,20 @@ async def _forget_expired(
     return out
 
 
-async def _tombstone(store: Store, ns: str, scope: str, key: str, judged: str) -> bool:
-    """Forget the memory ``key`` of ``scope`` if its current version is still ``judged``."""
+async def _tombstone(
+    store: Store, ns: str, scope: str, key: str, judged: str, touched: str | None = None
+) -> bool:
+    """Forget the memory ``key`` of ``scope`` if its current version is still ``judged``
+    and no read refreshed it since (its touch is still ``touched``). One transaction:
+    a write or a refresh committed meanwhile makes it run again, and then it keeps."""
 
     async def run(txn: Transaction) -> bool:
         head = await txn.resource_head(scope, key)
         if head is None or head.id != judged:
             return False  # written since it was judged: not expired any more
+        touch = await txn.resource_head(scope, TOUCH_PREFIX + key)
+        if (None if touch is None else touch.id) != touched:
+            return False  # read since (its TTL refreshed): not expired any more
         p = head.payload
         await txn.semantic(scope, p["type"], p["key"], None)
         return True

@@ -416,8 +416,10 @@ RETENTION_POLICY: Final = _object(
         "idle_thread_days": {**_DAYS, "description": "Threads idle longer are deleted by gc."},
         "memory_ttl_days": {
             **_DAYS,
-            "description": "Memories not written for longer are forgotten.",
+            "description": "Memories not written (or, refreshed on read, read) for longer "
+            "are forgotten.",
         },
+        "memory_ttl_refresh_on_read": {"type": "boolean", "default": False},
     },
     required=(),
     closed=True,

@@ -147,6 +147,7 @@ def router() -> APIRouter:
             at.namespace,
             idle_thread_days=wanted.idle_thread_days,
             memory_ttl_days=wanted.memory_ttl_days,
+            memory_ttl_refresh_on_read=wanted.memory_ttl_refresh_on_read,
         )
         return json_response({"namespace": at.namespace, "policy": policy.to_dict()})
 

@@ -73,6 +73,7 @@ async def test_gc_deletes_idle_threads_only(store: Store, ns: str) -> None:
         "idle_thread_days": 30,
         "memory_ttl_days": None,
         "memory_ttl_refresh_on_read": False,
+        "export_idle_threads": False,
     }
 
 
@@ -122,6 +123,7 @@ def test_the_cli_sets_a_policy_and_collects(tmp_path: Path) -> None:
         "idle_thread_days": 7.0,
         "memory_ttl_days": None,
         "memory_ttl_refresh_on_read": False,
+        "export_idle_threads": False,
     }
     dry = cli("gc", "--dry-run")
     assert dry["namespaces"][0]["deleted"] == ["thread:old"]
@@ -134,6 +136,7 @@ def test_the_cli_sets_a_policy_and_collects(tmp_path: Path) -> None:
         "idle_thread_days": 7.0,
         "memory_ttl_days": 30.0,
         "memory_ttl_refresh_on_read": False,
+        "export_idle_threads": False,
     }
     refreshed = cli("retention", "--refresh-on-read")["policy"]
     assert refreshed == {**both, "memory_ttl_refresh_on_read": True}
@@ -142,6 +145,7 @@ def test_the_cli_sets_a_policy_and_collects(tmp_path: Path) -> None:
         "idle_thread_days": None,
         "memory_ttl_days": None,
         "memory_ttl_refresh_on_read": False,
+        "export_idle_threads": False,
     }
     assert cli("gc", "--now", "2999-01-01T00:00:00Z")["namespaces"] == []
 
@@ -339,3 +343,155 @@ async def test_bad_refresh_requests_are_refused() -> None:
         await refresh_memories(store, "ns", "app", {"var:x": head.frontier[0]})
     assert e.value.details["field"] == "read"
     assert await store.head("ns", "app") == head  # nothing written
+
+
+# -- idle threads exported, then deleted ----------------------------------------------
+
+WEIRD = "a/b é?#%"  # a thread id no file name can hold as it is
+
+
+async def test_gc_exports_each_idle_thread_then_deletes_it(
+    store: Store, ns: str, tmp_path: Path
+) -> None:
+    await _thread(store, ns, "old", OLD)
+    await _thread(store, ns, WEIRD, OLD)
+    await _thread(store, ns, WEIRD, OLD)
+    await _thread(store, ns, "fresh")
+    kept = {
+        s: [n.to_dict() for n in await store.nodes(ns, s)]
+        for s in ("thread:old", f"thread:{WEIRD}")
+    }
+    await set_retention(store, ns, idle_thread_days=30, export_idle_threads=True)
+    with pytest.raises(InvalidRequest) as e:  # the policy exports: no directory, no delete
+        await control.gc(store, ns)
+    assert e.value.details["field"] == "export_dir"
+    assert (await store.head(ns, "thread:old")).sequence == 2
+    (dry,) = await control.gc(store, ns, dry_run=True)  # a dry run needs none
+    assert sorted(dry.deleted) == sorted(kept) and dry.exported == ()
+    (done,) = await control.gc(store, ns, export_dir=tmp_path)
+    assert sorted(done.deleted) == sorted(kept) and len(done.exported) == 2
+    for scope, nodes in kept.items():
+        assert (await store.head(ns, scope)).sequence == 0
+        (path,) = [Path(p) for p in done.exported if scope.endswith(_unquoted(p))]
+        assert path.parent == tmp_path / ns and path.name.endswith(".g0.json")
+        # The file is the thread's whole snapshot: it imports back exactly.
+        await control.import_snapshot(store, ns, scope + "-back", path)
+        back = [n.to_dict() for n in await store.nodes(ns, scope + "-back")]
+        assert back == nodes
+    assert (await store.head(ns, "thread:fresh")).sequence == 2
+    assert sorted(p.name for p in (tmp_path / ns).iterdir()) == sorted(
+        Path(p).name for p in done.exported
+    )  # no temporary file left
+
+
+def _unquoted(path: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(Path(path).name.rsplit(".g", 1)[0])
+
+
+async def test_a_thread_written_while_exported_is_kept(tmp_path: Path) -> None:
+    from tether.store.in_memory import MemoryStore
+
+    class Busy(MemoryStore):
+        """A turn lands on the thread right after gc counts what it holds."""
+
+        landed = False
+
+        async def stats(self, namespace: str, scope: str) -> Any:
+            out = await super().stats(namespace, scope)
+            if scope == "thread:old" and not self.landed:
+                self.landed = True
+                await _thread(self, namespace, "old")
+            return out
+
+    store = Busy()
+    await _thread(store, "ns", "old", OLD)
+    await set_retention(store, "ns", idle_thread_days=30, export_idle_threads=True)
+    (r,) = await control.gc(store, "ns", export_dir=tmp_path)
+    assert (r.deleted, r.moved, r.exported) == ((), ("thread:old",), ())
+    assert (await store.head("ns", "thread:old")).sequence == 4
+    assert list((tmp_path / "ns").iterdir()) == []  # no snapshot of a thread that stays
+
+
+GC_KILLED = r"""
+import asyncio, os, signal, sys
+import tether
+from tether import control
+
+async def main(url, folder):
+    store = await tether.open_store(url)
+    async def die(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGKILL)   # after the export, before the delete
+    type(store).reset_scope_if = die
+    await control.gc(store, "default", export_dir=folder)
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def test_sigkill_between_export_and_delete_keeps_the_thread(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'gc.db'}"
+    folder = tmp_path / "exports"
+
+    async def setup() -> list[Any]:
+        async with await tether.open_store(url) as store:
+            await _thread(store, "default", "old", OLD)
+            await set_retention(store, "default", idle_thread_days=30, export_idle_threads=True)
+            return [n.to_dict() for n in await store.nodes("default", "thread:old")]
+
+    nodes = asyncio.run(setup())
+    src = Path(__file__).resolve().parents[1] / "src"
+    proc = subprocess.run(
+        [sys.executable, "-c", GC_KILLED, url, str(folder)],
+        env={**os.environ, "PYTHONPATH": str(src)},
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == -signal.SIGKILL
+    (path,) = (folder / "default").iterdir()
+    first = path.read_bytes()
+    assert control.verify_snapshot(path).ok
+
+    async def after() -> Any:
+        async with await tether.open_store(url) as store:
+            assert [n.to_dict() for n in await store.nodes("default", "thread:old")] == nodes
+            (r,) = await control.gc(store, "default", export_dir=folder)  # run again: done
+            assert r.deleted == ("thread:old",) and r.exported == (str(path),)
+            assert (await store.head("default", "thread:old")).sequence == 0
+
+    asyncio.run(after())
+    assert path.read_bytes() == first  # the same snapshot, written again
+
+
+def test_the_cli_exports_then_deletes(tmp_path: Path) -> None:
+    from tether.cli import main
+
+    path = str(tmp_path / "gc.db")
+
+    async def fill() -> None:
+        async with await tether.open_store(path) as store:
+            await _thread(store, "default", "old", OLD)
+
+    asyncio.run(fill())
+
+    def cli(*args: str, code: int = 0) -> Any:
+        r = CliRunner().invoke(main, ["--store", path, "--json", *args], catch_exceptions=False)
+        assert r.exit_code == code, r.stderr
+        return r
+
+    policy = orjson.loads(
+        cli("retention", "--idle-thread-days", "7", "--export-idle-threads").stdout
+    )
+    assert policy["policy"]["export_idle_threads"] is True
+    refused = cli("gc", code=2)
+    assert "export_dir" in refused.stderr
+    done = orjson.loads(cli("gc", "--export-dir", str(tmp_path / "out")).stdout)
+    (r,) = done["namespaces"]
+    assert r["deleted"] == ["thread:old"]
+    assert r["exported"] == [str(tmp_path / "out" / "default" / "old.g0.json")]

@@ -562,6 +562,7 @@ class _Api(Generic[Transport]):
         idle_thread_days: float | None = None,
         memory_ttl_days: float | None = None,
         memory_ttl_refresh_on_read: bool = False,
+        export_idle_threads: bool = False,
         namespace: str | None = None,
     ) -> _Req[RetentionPolicy]:
         """Set the namespace's whole retention policy (grant ``state.gc``)."""
@@ -569,6 +570,7 @@ class _Api(Generic[Transport]):
             idle_thread_days=idle_thread_days,
             memory_ttl_days=memory_ttl_days,
             memory_ttl_refresh_on_read=memory_ttl_refresh_on_read,
+            export_idle_threads=export_idle_threads,
         )
         return _Req(
             method="PUT",

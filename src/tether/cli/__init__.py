@@ -879,6 +879,12 @@ def prune(
     default=None,
     help="A read of memories restarts their TTL (as LangGraph's refresh_on_read).",
 )
+@click.option(
+    "--export-idle-threads/--no-export-idle-threads",
+    "export_idle",
+    default=None,
+    help="Write each idle thread's snapshot (tether gc --export-dir) before deleting it.",
+)
 @click.option("--forever", is_flag=True, help="Keep threads and memories forever (no limits).")
 @click.pass_context
 def retention_cmd(
@@ -886,6 +892,7 @@ def retention_cmd(
     idle_thread_days: float | None,
     memory_ttl_days: float | None,
     refresh_on_read: bool | None,
+    export_idle: bool | None,
     forever: bool,
 ) -> None:
     """Show or set the namespace's retention policy (applied by tether gc)."""
@@ -897,7 +904,7 @@ def retention_cmd(
         current = await ret.retention(store, s.namespace) or ret.RetentionPolicy()
         if forever:
             return await ret.set_retention(store, s.namespace)
-        if idle_thread_days is None and memory_ttl_days is None and refresh_on_read is None:
+        if (idle_thread_days, memory_ttl_days, refresh_on_read, export_idle) == (None,) * 4:
             return current if current != ret.RetentionPolicy() else None
         return await ret.set_retention(
             store,
@@ -911,6 +918,9 @@ def retention_cmd(
             memory_ttl_refresh_on_read=refresh_on_read
             if refresh_on_read is not None
             else current.memory_ttl_refresh_on_read,
+            export_idle_threads=export_idle
+            if export_idle is not None
+            else current.export_idle_threads,
         )
 
     policy = run(s, go)
@@ -921,7 +931,8 @@ def retention_cmd(
         lambda c: c.print(
             f"namespace {s.namespace}: "
             + (
-                f"threads idle over {policy.idle_thread_days:g} day(s) are deleted"
+                f"threads idle over {policy.idle_thread_days:g} day(s) are "
+                + ("exported, then deleted" if policy.export_idle_threads else "deleted")
                 if policy and policy.idle_thread_days is not None
                 else "threads are kept forever"
             )
@@ -943,13 +954,26 @@ def retention_cmd(
 @click.option("--all-namespaces", "every", is_flag=True, help="Every namespace with a policy.")
 @click.option("--now", metavar="TIME", help="Judge idleness at this ISO 8601 time.")
 @click.option("--dry-run", is_flag=True, help="Say which threads would go; change nothing.")
+@click.option(
+    "--export-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write each idle thread's snapshot here, checked, before deleting it.",
+)
 @click.pass_context
-def gc(ctx: click.Context, every: bool, now: str | None, dry_run: bool) -> None:
+def gc(
+    ctx: click.Context, every: bool, now: str | None, dry_run: bool, export_dir: Path | None
+) -> None:
     """Apply retention policies: delete idle threads (each only if still idle). Cron-safe."""
     s = _settings(ctx)
     results = run(
         s,
-        lambda store: control.gc(store, None if every else s.namespace, now=now, dry_run=dry_run),
+        lambda store: control.gc(
+            store,
+            None if every else s.namespace,
+            now=now,
+            dry_run=dry_run,
+            export_dir=export_dir,
+        ),
     )
     verb = "would delete" if dry_run else "deleted"
 
@@ -960,6 +984,8 @@ def gc(ctx: click.Context, every: bool, now: str | None, dry_run: bool) -> None:
             c.print(f"namespace {r.namespace}: {verb} {len(r.deleted)} idle thread(s)")
             for scope in r.deleted:
                 c.print(f"  {scope}")
+            for path in r.exported:
+                c.print(f"  exported to {path}")
             for scope in r.moved:
                 c.print(f"  {scope} (written meanwhile: kept)")
             if r.forgotten:

@@ -31,15 +31,20 @@ forgotten memory, and a memory refreshed after ``gc`` judged it is kept.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
+import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
+from urllib.parse import quote
 
 from ..core import scopes
 from ..core.erased import erased_placeholders
-from ..core.errors import Conflict, InvalidRequest
+from ..core.errors import Conflict, InvalidRequest, InvalidSnapshot, StoreError
 from ..projections.recall_index import vector_table
 from ..projections.semantic import (
     REFRESH_EVERY_S,
@@ -49,9 +54,10 @@ from ..projections.semantic import (
     refresh_memories,
 )
 from ..projections.semantic import last_use as _last_use
-from ..store.base import Store, check_name
+from ..store.base import Head, Store, check_name
 from ..store.txn import Transaction, transact
 from . import tasks
+from .snapshot import check_snapshot_file, export_chunks
 
 __all__ = [
     "REFRESH_EVERY_S",
@@ -66,9 +72,10 @@ __all__ = [
 ]
 
 _POLICY_FIELDS: Final = frozenset(
-    {"idle_thread_days", "memory_ttl_days", "memory_ttl_refresh_on_read"}
+    {"idle_thread_days", "memory_ttl_days", "memory_ttl_refresh_on_read", "export_idle_threads"}
 )
 _PAGE: Final = 500
+_MAX_NAME: Final = 200  # bytes of a percent-encoded name in an export file's name
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -81,14 +88,16 @@ class RetentionPolicy:
     # A read of memories (``semantic_memory``) restarts their time, as LangGraph's
     # TTLConfig ``refresh_on_read``; a read may still say ``refresh_ttl=False``.
     memory_ttl_refresh_on_read: bool = False
+    # Each idle thread's snapshot is written to gc's export directory, and checked,
+    # before the thread is deleted; gc without a directory then deletes nothing.
+    export_idle_threads: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.memory_ttl_refresh_on_read, bool):
-            raise InvalidRequest(
-                "memory_ttl_refresh_on_read is true or false, got "
-                f"{self.memory_ttl_refresh_on_read!r}",
-                field="memory_ttl_refresh_on_read",
-            )
+        for flag in ("memory_ttl_refresh_on_read", "export_idle_threads"):
+            if not isinstance(getattr(self, flag), bool):
+                raise InvalidRequest(
+                    f"{flag} is true or false, got {getattr(self, flag)!r}", field=flag
+                )
         for name in ("idle_thread_days", "memory_ttl_days"):
             d = getattr(self, name)
             if d is not None and (
@@ -101,6 +110,7 @@ class RetentionPolicy:
             "idle_thread_days": self.idle_thread_days,
             "memory_ttl_days": self.memory_ttl_days,
             "memory_ttl_refresh_on_read": self.memory_ttl_refresh_on_read,
+            "export_idle_threads": self.export_idle_threads,
         }
 
     @classmethod
@@ -120,6 +130,7 @@ class RetentionPolicy:
             idle_thread_days=data.get("idle_thread_days"),
             memory_ttl_days=data.get("memory_ttl_days"),
             memory_ttl_refresh_on_read=data.get("memory_ttl_refresh_on_read", False),
+            export_idle_threads=data.get("export_idle_threads", False),
         )
 
 
@@ -133,6 +144,7 @@ class GcResult:
     deleted: tuple[str, ...] = ()  # threads deleted (or that would be)
     moved: tuple[str, ...] = ()  # idle when read, written since: kept
     forgotten: tuple[str, ...] = ()  # "<scope>/<type>:<key>": memories past their TTL
+    exported: tuple[str, ...] = ()  # the snapshot files written (one per deleted thread)
     dry_run: bool = False
     operation: str = field(default="gc", init=False)
 
@@ -145,6 +157,7 @@ class GcResult:
             "deleted": list(self.deleted),
             "moved": list(self.moved),
             "forgotten": list(self.forgotten),
+            "exported": list(self.exported),
             "dry_run": self.dry_run,
         }
 
@@ -157,6 +170,7 @@ class GcResult:
             deleted=tuple(data.get("deleted", ())),
             moved=tuple(data.get("moved", ())),
             forgotten=tuple(data.get("forgotten", ())),
+            exported=tuple(data.get("exported", ())),
             dry_run=bool(data.get("dry_run", False)),
         )
 
@@ -168,6 +182,7 @@ async def set_retention(
     idle_thread_days: float | None = None,
     memory_ttl_days: float | None = None,
     memory_ttl_refresh_on_read: bool = False,
+    export_idle_threads: bool = False,
 ) -> RetentionPolicy:
     """Set ``namespace``'s retention policy (a new version of its ``retention`` node)."""
     check_name("namespace", namespace)
@@ -175,6 +190,7 @@ async def set_retention(
         idle_thread_days=idle_thread_days,
         memory_ttl_days=memory_ttl_days,
         memory_ttl_refresh_on_read=memory_ttl_refresh_on_read,
+        export_idle_threads=export_idle_threads,
     )
 
     async def write(txn: Any) -> None:
@@ -220,9 +236,17 @@ async def gc(
     *,
     now: dt.datetime | str | None = None,
     dry_run: bool = False,
+    export_dir: str | os.PathLike[str] | None = None,
 ) -> list[GcResult]:
-    """Apply the retention policy of ``namespace`` (or of every namespace that has one)."""
+    """Apply the retention policy of ``namespace`` (or of every namespace that has one).
+
+    ``export_dir``: each idle thread's snapshot is written there (``<dir>/<namespace>/
+    <thread>.g<generation>.json``, names percent-encoded), read back and checked before
+    the thread is deleted; needed where a policy says ``export_idle_threads`` (without
+    it such a gc raises ``InvalidRequest`` before deleting anything), and used for
+    every namespace when given."""
     at = _utc(now)
+    folder = None if export_dir is None else Path(export_dir)
     if namespace is not None:
         check_name("namespace", namespace)
         names = [namespace]
@@ -235,12 +259,23 @@ async def gc(
             if len(page) < _PAGE:
                 break
             after = page[-1]
-    out: list[GcResult] = []
+    todo: list[tuple[str, RetentionPolicy]] = []
     for ns in names:
         policy = await retention(store, ns)
         if policy is None or (policy.idle_thread_days is None and policy.memory_ttl_days is None):
             continue
-        result = await _gc_namespace(store, ns, policy, at, dry_run)
+        if policy.export_idle_threads and policy.idle_thread_days and not (folder or dry_run):
+            raise InvalidRequest(
+                f"namespace {ns!r} exports idle threads before deleting them: give gc "
+                "an export directory (export_dir=, tether gc --export-dir); nothing "
+                "was deleted",
+                field="export_dir",
+                namespace=ns,
+            )
+        todo.append((ns, policy))
+    out: list[GcResult] = []
+    for ns, policy in todo:
+        result = await _gc_namespace(store, ns, policy, at, dry_run, folder)
         if policy.memory_ttl_days is not None:
             forgotten = await _forget_expired(store, ns, policy.memory_ttl_days, at, dry_run)
             result = dataclasses.replace(result, forgotten=tuple(forgotten))
@@ -305,7 +340,12 @@ async def _tombstone(
 
 
 async def _gc_namespace(
-    store: Store, ns: str, policy: RetentionPolicy, at: dt.datetime, dry_run: bool
+    store: Store,
+    ns: str,
+    policy: RetentionPolicy,
+    at: dt.datetime,
+    dry_run: bool,
+    folder: Path | None = None,
 ) -> GcResult:
     if policy.idle_thread_days is None:
         return GcResult(namespace=ns, now=_iso(at), policy=policy, dry_run=dry_run)
@@ -327,16 +367,27 @@ async def _gc_namespace(
         after = page[-1].scope
     deleted: list[str] = []
     moved: list[str] = []
+    exported: list[str] = []
     for scope, head in idle:
         if dry_run:
             deleted.append(scope)
             continue
+        path = None
+        if folder is not None:
+            path = await _export_checked(store, ns, scope, head, folder)
+            if path is None:
+                moved.append(scope)  # written while it was exported: not idle, kept
+                continue
         try:
             await store.reset_scope_if(ns, scope, head)
         except Conflict:
+            if path is not None:
+                path.unlink(missing_ok=True)  # a snapshot of a thread that stays
             if (await store.head(ns, scope)).sequence > 0:
                 moved.append(scope)  # a turn came since it was read: not idle, kept
             continue  # (or another gc deleted it first)
+        if path is not None:
+            exported.append(str(path))
         await vector_table(store).drop(ns, scope)
         await tasks.unindex_thread(store, ns, scope.removeprefix("thread:"))
         deleted.append(scope)
@@ -346,8 +397,80 @@ async def _gc_namespace(
         policy=policy,
         deleted=tuple(deleted),
         moved=tuple(moved),
+        exported=tuple(exported),
         dry_run=dry_run,
     )
+
+
+def export_path(folder: Path, ns: str, scope: str, generation: int) -> Path:
+    """Where gc writes the snapshot of ``scope`` (a thread) of ``ns`` at ``generation``."""
+
+    def name(text: str) -> str:
+        safe = quote(text, safe="")
+        if len(safe) > _MAX_NAME:  # a file name is at most 255 bytes
+            return "sha256-" + hashlib.sha256(text.encode()).hexdigest()
+        return safe
+
+    return folder / name(ns) / f"{name(scope.removeprefix('thread:'))}.g{generation}.json"
+
+
+async def _export_checked(
+    store: Store, ns: str, scope: str, head: Head, folder: Path
+) -> Path | None:
+    """Write ``scope``'s snapshot durably (a temporary file, fsynced, renamed, the
+    directory fsynced), read it back and check it: every id and link, and that it is
+    the scope at ``head`` (its frontier, its node count). None: the scope moved on (a
+    write, a prune or a reset since ``head``); any other failure raises, and the thread
+    is not deleted. A crash before the rename leaves only a temporary file."""
+    path = export_path(folder, ns, scope, head.generation)
+    held = (await store.stats(ns, scope)).nodes
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    f = await asyncio.to_thread(open, tmp, "wb")
+    try:
+        async for chunk in export_chunks(store, ns, scope):  # a page of nodes at a time
+            await asyncio.to_thread(f.write, chunk)
+        await asyncio.to_thread(_sync_close, f)
+    except Conflict:
+        f.close()
+        tmp.unlink(missing_ok=True)
+        return None  # reset (or pruned) while it was read
+    except BaseException:
+        f.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    await asyncio.to_thread(_publish, tmp, path)
+    try:
+        checked = await asyncio.to_thread(check_snapshot_file, path)
+    except InvalidSnapshot as e:
+        path.unlink(missing_ok=True)
+        raise StoreError(
+            f"the snapshot of {scope!r} written to {str(path)!r} does not read back "
+            f"whole ({e}); the thread was not deleted",
+            code="export_failed",
+            namespace=ns,
+            scope=scope,
+        ) from e
+    if list(checked.frontier) != list(head.frontier) or checked.nodes != held:
+        path.unlink(missing_ok=True)
+        return None  # written since gc read it: the snapshot is of a newer thread
+    return path
+
+
+def _sync_close(f: Any) -> None:
+    f.flush()
+    os.fsync(f.fileno())
+    f.close()
+
+
+def _publish(tmp: Path, path: Path) -> None:
+    """Rename ``tmp`` to ``path`` and make the rename durable (fsync the directory)."""
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 utc_time = _utc  # an ISO 8601 time (or None: now) as an aware datetime, InvalidRequest if not

@@ -148,6 +148,7 @@ def router() -> APIRouter:
             idle_thread_days=wanted.idle_thread_days,
             memory_ttl_days=wanted.memory_ttl_days,
             memory_ttl_refresh_on_read=wanted.memory_ttl_refresh_on_read,
+            export_idle_threads=wanted.export_idle_threads,
         )
         return json_response({"namespace": at.namespace, "policy": policy.to_dict()})
 
@@ -158,8 +159,10 @@ def router() -> APIRouter:
             "Deletes the threads idle longer than the policy's idle_thread_days (each only "
             "if no turn came since it was read: those are listed as moved) and forgets the "
             "memories past memory_ttl_days. dry_run: what would go, nothing changed. "
-            "Without a policy nothing is done (policy fields null). Needs the grant "
-            "`state.gc`; safe to call from several places at once."
+            "Without a policy nothing is done (policy fields null). A policy that exports "
+            "idle threads before deleting them needs `tether gc --export-dir` (a directory "
+            "of the machine that runs it): here it is a 400 (field export_dir), nothing "
+            "deleted. Needs the grant `state.gc`; safe to call from several places at once."
         ),
         dependencies=gc_grant,
         openapi_extra=request_body("GcRequest", required=False),

@@ -34,9 +34,11 @@ How a LangGraph thread maps onto tether (docs/adapters.md has the whole story):
   one node per write (``w``), read the same way (``_lg_keys.write_records``).
 * ``delete_thread`` and ``prune(strategy="delete")`` reset the thread scope
   (the nodes are gone). ``delete_for_runs`` and ``prune("keep_latest")`` hide
-  checkpoints with a tombstone (``lgc:<ns>;del``): the graph stays append-only,
-  and since values are shared between checkpoints, dropping old checkpoints
-  would free little anyway.
+  checkpoints with a tombstone (``lgc:<ns>;del``), then remove for real what only
+  the hidden checkpoints needed (their nodes, their pending writes, values and
+  messages no live checkpoint or write references: ``_lg_reclaim``) as ``tether
+  prune`` does: recorded, fenced like a reset, atomic, ``verify`` still proves the
+  rest.
 
 Sync methods (``put``, ``get_tuple``, ``list``...) run the async ones on the
 store's home event loop (``_sync.LoopBridge``): the caller's loop when the saver
@@ -66,7 +68,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ..core.errors import InvalidRequest, StoreError
+from ..control.prune import prune_selected
+from ..core.errors import Conflict, InvalidRequest, StoreError
 from ..core.graph import CausalNode
 from ..store import Store, open_store
 from ..store.base import Head
@@ -85,6 +88,7 @@ from ._lg_keys import (
     w_key,
     write_records,
 )
+from ._lg_reclaim import unreachable
 from ._lg_values import Plan, ValueCodec
 from ._sync import LoopBridge, ScopeLocks
 from ._values import LRU, Planned, dedupe
@@ -1022,6 +1026,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
         if not wanted:
             return
         async for scope in self._thread_scopes():
+            hid = False
             for e, nodes in (await self._live_checkpoints(scope)).items():
                 victims = [
                     n
@@ -1029,6 +1034,31 @@ class TetherSaver(BaseCheckpointSaver[str]):
                     if unpack(self.serde, n.payload["metadata"]).get("run_id") in wanted
                 ]
                 await self._tombstone(scope, e, victims)
+                hid = hid or bool(victims)
+            if hid:
+                await self._reclaim(scope)
+
+    async def _reclaim(self, scope: str) -> None:
+        """Physically remove what the hidden checkpoints alone needed (``_lg_reclaim``),
+        as ``tether prune`` removes nodes: recorded, fenced, atomic. A thread left with
+        no checkpoint at all is deleted (a reset, only if nothing was written since)."""
+        async with self._writing.hold(scope):
+            head = await self.store.head(self.namespace, scope)
+            emptied = not any((await self._live_checkpoints(scope)).values())
+            if emptied:  # unless writes wait for a checkpoint not put yet (no pointer)
+                pointers = await self.store.resource_heads(self.namespace, scope, prefix="lgi:")
+                for key in await self.store.resource_heads(self.namespace, scope, prefix="lgw:"):
+                    emptied = emptied and "lgi:" + key[4:] in pointers
+            try:
+                if emptied:
+                    await self.store.reset_scope_if(self.namespace, scope, head)
+                else:
+                    await prune_selected(self.store, self.namespace, scope, unreachable)
+            except Conflict:
+                pass  # written meanwhile: what it hid stays hidden; a later call frees it
+            self._known.pop(scope)
+            self._tips.pop(scope)
+            self._anchors.clear()
 
     async def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
         if strategy not in ("keep_latest", "delete"):
@@ -1041,8 +1071,12 @@ class TetherSaver(BaseCheckpointSaver[str]):
             if strategy == "delete":
                 await self._delete_thread(thread_id)
                 continue
+            hid = False
             for e, nodes in (await self._live_checkpoints(scope)).items():
                 await self._tombstone(scope, e, nodes[:-1])
+                hid = hid or len(nodes) > 1
+            if hid:
+                await self._reclaim(scope)
 
     async def _copy_thread(self, source: str, target: str) -> None:
         src, dst = thread_scope(source), thread_scope(target)

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -60,6 +60,7 @@ __all__ = [
     "plan_prune",
     "prune",
     "prune_record_payload",
+    "prune_selected",
     "pruned_of",
     "pruned_scope",
 ]
@@ -439,3 +440,89 @@ def pruned_of(records: Iterable[CausalNode]) -> Pruned:
 async def pruned_scope(store: Store, namespace: str, scope: str) -> Pruned:
     """What ``scope`` lacks after its prunes (empty: never pruned)."""
     return pruned_of(await store.versions(namespace, scope, PRUNE_KEY, limit=1_000_000))
+
+
+def plan_selected(scope: str, nodes: Sequence[CausalNode], cut: Mapping[int, str]) -> PrunePlan:
+    """A ``PrunePlan`` of the nodes whose sequences are ``cut`` (sequence -> reason)."""
+    if not cut:
+        return PrunePlan(scope=scope)
+    gone = [n for n in nodes if n.sequence in cut]
+    remaining_parents = {p for n in nodes if n.sequence not in cut for p in n.parents}
+    reasons: dict[str, int] = {}
+    for why in cut.values():
+        reasons[why] = reasons.get(why, 0) + 1
+    return PrunePlan(
+        scope=scope,
+        sequences=tuple(sorted(cut)),
+        parents_cut=tuple(sorted(n.id for n in gone if n.id in remaining_parents)),
+        payload_bytes=sum(len(canonical_json(n.payload)) for n in gone),
+        digest=digest(gone),
+        reasons=reasons,
+    )
+
+
+async def prune_selected(
+    store: Store,
+    namespace: str,
+    scope: str,
+    select: Callable[[Sequence[CausalNode]], Mapping[int, str]],
+    *,
+    dry_run: bool = False,
+) -> PruneResult:
+    """Remove the nodes of ``scope`` that ``select`` names, as ``prune`` removes its own.
+
+    For a layer that knows what its nodes need (a framework adapter): ``select(nodes)``
+    gets every node of the scope in sequence order and returns the sequences to cut
+    (sequence -> reason); the frontier always stays. The cut is recorded, fenced and
+    atomic exactly as ``prune``'s (``verify`` and export still prove what remains);
+    planned again if the scope moves meanwhile (a few times, then ``Conflict``)."""
+    check_name("namespace", namespace)
+    check_name("scope", scope)
+    for _ in range(_ATTEMPTS):
+        head = await store.head(namespace, scope)
+        nodes = await read_nodes(store, namespace, scope, after=0, before=head.sequence + 1)
+        front = set(head.frontier)
+        wanted = select(nodes)
+        cut = {n.sequence: wanted[n.sequence] for n in nodes if n.sequence in wanted}
+        for n in nodes:
+            if n.id in front:
+                cut.pop(n.sequence, None)
+        plan = plan_selected(scope, nodes, cut)
+        if dry_run or not plan.sequences:
+            return PruneResult(
+                namespace=namespace,
+                scope=scope,
+                dry_run=dry_run,
+                nodes=plan.nodes,
+                payload_bytes=plan.payload_bytes,
+                reasons=plan.reasons,
+                digest=plan.digest,
+                generation=head.generation,
+            )
+        previous = await store.resource_head(namespace, scope, PRUNE_KEY)
+        parents = sorted({*head.frontier, *([previous.id] if previous is not None else [])})
+        record = make_node(
+            "resource",
+            prune_record_payload(plan, {"selected": True}),
+            parents,
+            sequence=head.sequence + 1,
+            resource_key=PRUNE_KEY,
+        )
+        try:
+            after = await store.prune(
+                namespace, scope, expected=head, sequences=plan.sequences, record=record
+            )
+        except Conflict:
+            continue
+        return PruneResult(
+            namespace=namespace,
+            scope=scope,
+            dry_run=False,
+            nodes=plan.nodes,
+            payload_bytes=plan.payload_bytes,
+            reasons=plan.reasons,
+            digest=plan.digest,
+            record=record.id,
+            generation=after.generation,
+        )
+    raise Conflict(f"{scope!r} kept moving while it was pruned; nothing was cut, retry")

@@ -98,3 +98,48 @@ async def test_delete_for_runs_removes_a_runs_checkpoints_for_real(store: Store,
         assert (await control.verify_scope(store, ns, f"thread:{thread}")).ok
     await _turns(graph, "b", 1)
     assert len((await graph.aget_state(config_b)).values["messages"]) == 10
+
+
+async def test_the_store_sweep_frees_what_its_ttl_and_deletes_left(store: Store, ns: str) -> None:
+    """LangGraph's Store API: a TTL refreshed by reads writes a version per read, a
+    delete a tombstone; a sweep removes the versions no read can return (the current
+    version of each item stays, items without a TTL keep their history)."""
+    import asyncio
+
+    from tether.adapters.langgraph_store import _PREFIX, TetherStore, item_key
+
+    lg = TetherStore(store, namespace=ns, ttl={"refresh_on_read": True})
+    where = ("users", "ada")
+
+    async def versions(key: str) -> list[Any]:
+        rk = _PREFIX + item_key(where, key)
+        return [n.payload["content"] for n in await store.versions(ns, "app", rk)]
+
+    await lg.aput(where, "short", {"v": "s"}, ttl=0.01)  # 0.6 s
+    await lg.aput(where, "plain", {"v": 1})
+    await lg.aput(where, "plain", {"v": 2})
+    await lg.aput(where, "gone", {"v": "g"})
+    await lg.adelete(where, "gone")
+    for _ in range(3):
+        item = await lg.aget(where, "short")  # each read moves its expiry: a version
+        assert item is not None and item.value == {"v": "s"}
+    assert (len(await versions("short")), len(await versions("gone"))) == (4, 2)
+    used = await store.stats(ns, "app")
+
+    assert await lg.asweep_ttl() == 0  # nothing expired: the refreshed versions go
+    assert len(await versions("short")) == 1 and (await versions("gone")) == [None]
+    assert [c["value"] for c in await versions("plain")] == [{"v": 1}, {"v": 2}]
+    assert (await store.stats(ns, "app")).nodes < used.nodes
+    assert {i.key: i.value for i in await lg.asearch(where)} == {
+        "short": {"v": "s"},
+        "plain": {"v": 2},
+    }
+    await asyncio.sleep(0.7)
+    assert await lg.asweep_ttl() == 1
+    assert await versions("short") == [None]  # only its tombstone is left
+    assert {i.key for i in await lg.asearch(where)} == {"plain"}
+    assert (await control.verify_scope(store, ns, "app")).ok
+    # A second Store on the same scope reads the same items.
+    other = TetherStore(store, namespace=ns)
+    assert (await other.aget(where, "plain")).value == {"v": 2}  # type: ignore[union-attr]
+    assert await other.aget(where, "short") is None

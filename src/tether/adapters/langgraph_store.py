@@ -24,7 +24,10 @@ TTL (``supports_ttl``; ``ttl=TTLConfig`` for the defaults): an item put with a `
 (minutes) carries its ``expires_at``; once past it, reads no longer see it, and
 ``sweep_ttl()`` / ``asweep_ttl()`` tombstones every expired item. A read with
 ``refresh_ttl`` (the default) moves the expiry of what it returned: a new version of
-the item (the graph keeps every version until a reset or compaction).
+the item. A sweep that tombstoned or follows a refresh then frees the space for real
+(``tether.control.prune.prune_selected``: recorded, fenced, atomic): the older versions
+of items that expire and of deleted items go; the current version of each stays, and
+items put without a TTL keep their history.
 ``start_ttl_sweeper()`` / ``stop_ttl_sweeper()`` (a thread) and
 ``astart_ttl_sweeper()`` / ``astop_ttl_sweeper()`` (a task on the running loop) sweep
 every ``sweep_interval_minutes`` of the TTL config, as LangGraph's SQL stores do.
@@ -56,6 +59,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 
+from ..control.prune import prune_selected
 from ..core import scopes
 from ..core.canonical import canonical_json
 from ..core.erased import erased_placeholders, is_erased
@@ -76,6 +80,29 @@ ITEM_TYPE = "lg_store"
 _PREFIX = f"semantic:{ITEM_TYPE}:"
 _VOCAB = Vocabulary([ITEM_TYPE])
 _PAGE = 1000
+
+
+def _superseded(nodes: Sequence[CausalNode]) -> dict[int, str]:
+    """What a sweep removes from the Store's scope: every older version of an item that
+    expires (a TTL refresh writes a version per read) or that is deleted (expired and
+    swept, or deleted by LangGraph). An item's current version (its tombstone, for a
+    deleted one) stays, and so does the history of items put without a TTL."""
+    versions: dict[str, list[CausalNode]] = {}
+    for n in nodes:
+        if n.resource_key is not None and n.resource_key.startswith(_PREFIX):
+            versions.setdefault(n.resource_key, []).append(n)
+    cut: dict[int, str] = {}
+    for found in versions.values():
+        head = found[-1]
+        c = head.payload.get("content") if isinstance(head.payload, dict) else None
+        deleted = c is None
+        for n in found[:-1]:
+            old = n.payload.get("content") if isinstance(n.payload, dict) else None
+            if deleted:
+                cut[n.sequence] = "deleted_item"
+            elif isinstance(old, dict) and old.get("ttl") is not None:
+                cut[n.sequence] = "refreshed_ttl"
+    return cut
 
 
 def item_key(namespace: tuple[str, ...], key: str) -> str:
@@ -116,6 +143,7 @@ class TetherStore(InMemoryStore):
         self._expiry: dict[tuple[tuple[str, ...], str], tuple[datetime, float]] = {}
         # expired items hidden from reads, not yet tombstoned by a sweep
         self._expired: set[tuple[tuple[str, ...], str]] = set()
+        self._refreshed = False  # a read refreshed a TTL since the last sweep
         self._sweeper: tuple[threading.Event, concurrent.futures.Future[None]] | None = None
         self._asweeper: asyncio.Task[None] | None = None
 
@@ -295,6 +323,12 @@ class TetherStore(InMemoryStore):
         gone = sorted(self._expired)
         if gone:
             await self._write({k: PutOp(k[0], k[1], None) for k in gone})
+        if gone or self._refreshed:
+            # The space comes back: what no read can return any more is removed.
+            self._refreshed = False
+            async with self._writing.hold(self.scope):
+                await prune_selected(self.store, self.namespace, self.scope, _superseded)
+        if gone:
             await self._catch_up(aio=True)
         return len(gone)
 
@@ -311,6 +345,9 @@ class TetherStore(InMemoryStore):
 
         def expires(ttl: Any) -> str | None:
             return None if ttl is None else (at + timedelta(minutes=float(ttl))).isoformat()
+
+        if refresh:
+            self._refreshed = True  # the next sweep removes the versions refreshed over
 
         async def stage(t: Transaction) -> None:
             for ns, key in refresh:  # a read moved the item's expiry: a new version

@@ -58,6 +58,7 @@ from ..store.base import Head, Store, check_name
 from ..store.txn import Transaction, transact
 from . import tasks
 from .snapshot import check_snapshot_file, export_chunks
+from .stats import namespaces_named
 
 __all__ = [
     "REFRESH_EVERY_S",
@@ -247,18 +248,7 @@ async def gc(
     every namespace when given."""
     at = _utc(now)
     folder = None if export_dir is None else Path(export_dir)
-    if namespace is not None:
-        check_name("namespace", namespace)
-        names = [namespace]
-    else:
-        names = []
-        after: str | None = None
-        while True:
-            page = await store.list_namespaces(after=after, limit=_PAGE)
-            names += page
-            if len(page) < _PAGE:
-                break
-            after = page[-1]
+    names = await namespaces_named(store, namespace)
     todo: list[tuple[str, RetentionPolicy]] = []
     for ns in names:
         policy = await retention(store, ns)

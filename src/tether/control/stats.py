@@ -146,19 +146,24 @@ async def usage(
 ) -> UsageReport:
     """Usage of ``namespace`` (with its scopes), or of every namespace (totals only,
     unless ``scopes=True``)."""
-    if namespace is not None:
-        check_name("namespace", namespace)
-        names = [namespace]
-    else:
-        names = []
-        after: str | None = None
-        while True:
-            page = await store.list_namespaces(after=after, limit=_PAGE)
-            names += page
-            if len(page) < _PAGE:
-                break
-            after = page[-1]
+    names = await namespaces_named(store, namespace)
     per_scope = (namespace is not None) if scopes is None else scopes
     return UsageReport(
         namespaces=tuple([await _namespace_usage(store, ns, scopes=per_scope) for ns in names])
     )
+
+
+async def namespaces_named(store: Store, namespace: str | None) -> list[str]:
+    """``[namespace]`` (its name checked), or every namespace of the store (read a page
+    at a time) when it is None: what usage and gc act on."""
+    if namespace is not None:
+        check_name("namespace", namespace)
+        return [namespace]
+    names: list[str] = []
+    after: str | None = None
+    while True:
+        page = await store.list_namespaces(after=after, limit=_PAGE)
+        names += page
+        if len(page) < _PAGE:
+            return names
+        after = page[-1]

@@ -51,7 +51,7 @@ from ..core.graph import CausalNode, make_node
 from ..core.validate import Pruned
 from ..projections.projection import SummaryContent, summary_key
 from ..projections.reads import read_nodes
-from ..store.base import Store, check_name
+from ..store.base import Head, Store, check_name
 
 __all__ = [
     "PRUNE_KEY",
@@ -252,7 +252,7 @@ def ranges(sequences: Sequence[int]) -> list[list[int]]:
     return out
 
 
-def prune_record_payload(plan: PrunePlan, options: dict[str, Any]) -> dict[str, Any]:
+def prune_record_payload(plan: PrunePlan, options: Mapping[str, Any]) -> dict[str, Any]:
     """The payload of the ``prune`` record a prune commits."""
     return {
         "pruned": {
@@ -263,7 +263,7 @@ def prune_record_payload(plan: PrunePlan, options: dict[str, Any]) -> dict[str, 
             "digest": plan.digest,
             "reasons": dict(plan.reasons),
         },
-        "options": options,
+        "options": dict(options),
     }
 
 
@@ -357,44 +357,61 @@ async def prune(
         head = await store.head(namespace, scope)
         nodes = await read_nodes(store, namespace, scope, after=0, before=head.sequence + 1)
         plan = plan_prune(scope, nodes, head.frontier, **options)
-        if dry_run or not plan.sequences:
-            return PruneResult(
-                namespace=namespace,
-                scope=scope,
-                dry_run=dry_run,
-                nodes=plan.nodes,
-                payload_bytes=plan.payload_bytes,
-                reasons=plan.reasons,
-                digest=plan.digest,
-                generation=head.generation,
-            )
-        previous = await store.resource_head(namespace, scope, PRUNE_KEY)
-        parents = sorted({*head.frontier, *([previous.id] if previous is not None else [])})
-        record = make_node(
-            "resource",
-            prune_record_payload(plan, options),
-            parents,
-            sequence=head.sequence + 1,
-            resource_key=PRUNE_KEY,
-        )
-        try:
-            after = await store.prune(
-                namespace, scope, expected=head, sequences=plan.sequences, record=record
-            )
-        except Conflict:
-            continue
+        done = await _cut(store, namespace, scope, head, plan, options, dry_run=dry_run)
+        if done is not None:
+            return done
+    raise Conflict(f"{scope!r} kept moving while it was pruned; nothing was cut, retry")
+
+
+async def _cut(
+    store: Store,
+    namespace: str,
+    scope: str,
+    head: Head,
+    plan: PrunePlan,
+    options: Mapping[str, Any],
+    *,
+    dry_run: bool,
+) -> PruneResult | None:
+    """Commit ``plan`` (planned at ``head``) with its record, or only report it (a dry
+    run, or nothing to cut); None when the scope moved meanwhile: plan again."""
+    if dry_run or not plan.sequences:
         return PruneResult(
             namespace=namespace,
             scope=scope,
-            dry_run=False,
+            dry_run=dry_run,
             nodes=plan.nodes,
             payload_bytes=plan.payload_bytes,
             reasons=plan.reasons,
             digest=plan.digest,
-            record=record.id,
-            generation=after.generation,
+            generation=head.generation,
         )
-    raise Conflict(f"{scope!r} kept moving while it was pruned; nothing was cut, retry")
+    previous = await store.resource_head(namespace, scope, PRUNE_KEY)
+    parents = sorted({*head.frontier, *([previous.id] if previous is not None else [])})
+    record = make_node(
+        "resource",
+        prune_record_payload(plan, options),
+        parents,
+        sequence=head.sequence + 1,
+        resource_key=PRUNE_KEY,
+    )
+    try:
+        after = await store.prune(
+            namespace, scope, expected=head, sequences=plan.sequences, record=record
+        )
+    except Conflict:
+        return None
+    return PruneResult(
+        namespace=namespace,
+        scope=scope,
+        dry_run=False,
+        nodes=plan.nodes,
+        payload_bytes=plan.payload_bytes,
+        reasons=plan.reasons,
+        digest=plan.digest,
+        record=record.id,
+        generation=after.generation,
+    )
 
 
 def _timestamp(value: Any) -> str:
@@ -488,41 +505,7 @@ async def prune_selected(
             if n.id in front:
                 cut.pop(n.sequence, None)
         plan = plan_selected(scope, nodes, cut)
-        if dry_run or not plan.sequences:
-            return PruneResult(
-                namespace=namespace,
-                scope=scope,
-                dry_run=dry_run,
-                nodes=plan.nodes,
-                payload_bytes=plan.payload_bytes,
-                reasons=plan.reasons,
-                digest=plan.digest,
-                generation=head.generation,
-            )
-        previous = await store.resource_head(namespace, scope, PRUNE_KEY)
-        parents = sorted({*head.frontier, *([previous.id] if previous is not None else [])})
-        record = make_node(
-            "resource",
-            prune_record_payload(plan, {"selected": True}),
-            parents,
-            sequence=head.sequence + 1,
-            resource_key=PRUNE_KEY,
-        )
-        try:
-            after = await store.prune(
-                namespace, scope, expected=head, sequences=plan.sequences, record=record
-            )
-        except Conflict:
-            continue
-        return PruneResult(
-            namespace=namespace,
-            scope=scope,
-            dry_run=False,
-            nodes=plan.nodes,
-            payload_bytes=plan.payload_bytes,
-            reasons=plan.reasons,
-            digest=plan.digest,
-            record=record.id,
-            generation=after.generation,
-        )
+        done = await _cut(store, namespace, scope, head, plan, {"selected": True}, dry_run=dry_run)
+        if done is not None:
+            return done
     raise Conflict(f"{scope!r} kept moving while it was pruned; nothing was cut, retry")

@@ -704,37 +704,12 @@ def main(argv: list[str] | None = None) -> int:
             fast_seed=True,
         )
 
-    fl: dict[str, Any] | None = None
-    if args.floor:
-        log("the two floors (benchmarks/floor.py) ...")
-        try:
-            fl = floor.run_all(
-                turns=args.turns,
-                threads=args.threads,
-                threads_turns=args.threads_turns,
-                repeats=1 if args.quick else 3,
-                load_runs=args.load_runs,
-                log=log,
-            )
-        except (RuntimeError, subprocess.SubprocessError) as e:
-            fl = {"error": str(e)[-800:]}
-            log(f"  floor: error: {e}")
-
-    gap: dict[str, Any] | None = None
-    if args.floor_gap:
-        log("floor gap (benchmarks/floor_gap.py) ...")
-        try:
-            gap = floor_gap.run_all(
-                turns=args.turns,
-                threads=args.threads,
-                threads_turns=args.threads_turns,
-                repeats=1 if args.quick else 3,
-                load_runs=args.load_runs,
-                log=log,
-            )
-        except (RuntimeError, subprocess.SubprocessError) as e:
-            gap = {"error": str(e)[-800:]}
-            log(f"  floor gap: error: {e}")
+    fl = _floor_run(floor, "the two floors (benchmarks/floor.py)", args) if args.floor else None
+    gap = (
+        _floor_run(floor_gap, "floor gap (benchmarks/floor_gap.py)", args)
+        if args.floor_gap
+        else None
+    )
 
     replays: list[dict[str, Any]] | dict[str, Any] | None = None
     cold: dict[str, Any] | None = None
@@ -803,6 +778,25 @@ def main(argv: list[str] | None = None) -> int:
         http_service(out_dir, quick=args.quick, update=update)
     log(f"done in {results['meta']['elapsed_s']:.0f} s")
     return 0
+
+
+def _floor_run(module: Any, what: str, args: argparse.Namespace) -> dict[str, Any]:
+    """``module.run_all`` (floor.py or floor_gap.py) on the run's workload; its error, if
+    it fails, stands in the results instead of stopping the run."""
+    log(f"{what} ...")
+    try:
+        result: dict[str, Any] = module.run_all(
+            turns=args.turns,
+            threads=args.threads,
+            threads_turns=args.threads_turns,
+            repeats=1 if args.quick else 3,
+            load_runs=args.load_runs,
+            log=log,
+        )
+    except (RuntimeError, subprocess.SubprocessError) as e:
+        log(f"  {what}: error: {e}")
+        return {"error": str(e)[-800:]}
+    return result
 
 
 def http_service(out_dir: Path, *, quick: bool, update: bool) -> None:

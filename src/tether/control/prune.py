@@ -39,6 +39,7 @@ the record, atomically: after a crash the scope is as before or as after.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -375,17 +376,17 @@ async def _cut(
 ) -> PruneResult | None:
     """Commit ``plan`` (planned at ``head``) with its record, or only report it (a dry
     run, or nothing to cut); None when the scope moved meanwhile: plan again."""
+    result = functools.partial(
+        PruneResult,
+        namespace=namespace,
+        scope=scope,
+        nodes=plan.nodes,
+        payload_bytes=plan.payload_bytes,
+        reasons=plan.reasons,
+        digest=plan.digest,
+    )
     if dry_run or not plan.sequences:
-        return PruneResult(
-            namespace=namespace,
-            scope=scope,
-            dry_run=dry_run,
-            nodes=plan.nodes,
-            payload_bytes=plan.payload_bytes,
-            reasons=plan.reasons,
-            digest=plan.digest,
-            generation=head.generation,
-        )
+        return result(dry_run=dry_run, generation=head.generation)
     previous = await store.resource_head(namespace, scope, PRUNE_KEY)
     parents = sorted({*head.frontier, *([previous.id] if previous is not None else [])})
     record = make_node(
@@ -401,17 +402,7 @@ async def _cut(
         )
     except Conflict:
         return None
-    return PruneResult(
-        namespace=namespace,
-        scope=scope,
-        dry_run=False,
-        nodes=plan.nodes,
-        payload_bytes=plan.payload_bytes,
-        reasons=plan.reasons,
-        digest=plan.digest,
-        record=record.id,
-        generation=after.generation,
-    )
+    return result(dry_run=False, record=record.id, generation=after.generation)
 
 
 def _timestamp(value: Any) -> str:

@@ -485,3 +485,46 @@ async def test_a_default_thread_is_shared_as_invoke_shares_it() -> None:
     b = await agent.step("What is my name?")
     assert a.thread == b.thread == "invocation_session_id"
     assert "Ada" in str(b.answer)
+
+
+def test_anonymous_clients_act_in_the_namespace_named(tmp_path: Path) -> None:
+    """`--anonymous-namespace NS`: a request naming no namespace (Protolink's) acts in NS,
+    and anonymous clients touch no other namespace; without the flag they act in
+    `default`. The flag without --anonymous, or given a pattern, is refused at start."""
+    db = tmp_path / "anon.db"
+
+    async def prepare() -> None:
+        store = await open_store(f"sqlite:///{db}")
+        try:
+            await fill(store, NS)
+        finally:
+            await store.close()
+
+    asyncio.run(prepare())
+    flags = ("--anonymous", "state.describe")
+    with serve(db, tmp_path / "ns.log", *flags, "--anonymous-namespace", NS) as s:
+        here = httpx.post(s.url + "state/describe", json={"session_id": "support-1"})
+        other = httpx.post(
+            s.url + "state/describe", json={"session_id": "support-1", "namespace": "default"}
+        )
+    assert here.status_code == 200, here.text
+    conv = here.json()["stores"][0]
+    assert conv["name"] == "conversation" and conv["exists"] is True
+    assert conv["message_count"] > 8
+    assert other.status_code == 403, other.text
+    with serve(db, tmp_path / "default.log", *flags) as s:
+        default = httpx.post(s.url + "state/describe", json={"session_id": "support-1"})
+    assert default.status_code == 200, default.text
+    assert default.json()["stores"][0]["exists"] is False  # `default` holds nothing
+    for args in (
+        ("--anonymous-namespace", NS),  # no --anonymous
+        (*flags, "--anonymous-namespace", "ac*"),  # a pattern, not a namespace
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "tether.cli", "--store", str(db), "serve", "--port", "0", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert "--anonymous-namespace" in proc.stderr, proc.stderr

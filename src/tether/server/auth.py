@@ -76,7 +76,8 @@ from typing import Any, Final
 import orjson
 import yaml
 
-from ..core.errors import TetherError
+from ..core.errors import InvalidRequest, TetherError
+from ..store.base import check_name
 
 __all__ = [
     "ENV_JWT_AUDIENCE",
@@ -332,6 +333,23 @@ class JwtKey:
             raise Unauthorized(f"the bearer JWT's claims were refused: {e.message}") from None
 
 
+def _anonymous_namespace(namespace: str) -> str:
+    """``--anonymous-namespace``: one namespace by name (no pattern: requests act in it)."""
+    try:
+        check_name("namespace", namespace)
+    except InvalidRequest as e:
+        raise AuthConfigError(
+            f"--anonymous-namespace takes one namespace name: {e.message}",
+            field="anonymous_namespace",
+        ) from None
+    if namespace.endswith("*"):
+        raise AuthConfigError(
+            f"--anonymous-namespace takes one namespace name, not a pattern: {namespace!r}",
+            field="anonymous_namespace",
+        )
+    return namespace
+
+
 class Tokens:
     """The set of known tokens. ``authenticate`` maps a presented secret to its ``Token``.
 
@@ -376,9 +394,12 @@ class Tokens:
         """Whether any client can be served (a named token, a JWT key, anonymous grants)."""
         return bool(self._tokens) or self.jwt is not None or self.anonymous is not None
 
-    def with_anonymous(self, grants: str | Iterable[str], *, remote: bool = False) -> Tokens:
+    def with_anonymous(
+        self, grants: str | Iterable[str], *, remote: bool = False, namespace: str | None = None
+    ) -> Tokens:
         """These tokens, plus anonymous clients served with ``grants`` (comma-separated or a
-        list) on every namespace; from loopback addresses only unless ``remote``."""
+        list) on every namespace, or only on ``namespace`` (where a request naming none,
+        as Protolink's, then acts); from loopback addresses only unless ``remote``."""
         names = grants.split(",") if isinstance(grants, str) else list(grants)
         names = [g.strip() for g in names if g.strip()]
         if not names:
@@ -390,7 +411,7 @@ class Tokens:
             name="anonymous",
             digest=hashlib.sha256(b"anonymous").digest(),
             grants=frozenset(names),
-            namespaces=("*",),
+            namespaces=("*",) if namespace is None else (_anonymous_namespace(namespace),),
         )
         return Tokens(self._tokens, jwt=self.jwt, anonymous=token, anonymous_remote=remote)
 

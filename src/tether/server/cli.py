@@ -162,6 +162,13 @@ def server_tokens(tokens_file: str | None, env: Mapping[str, str]) -> Any:
     is_flag=True,
     help="With --anonymous: from any address, not only loopback.",
 )
+@click.option(
+    "--anonymous-namespace",
+    metavar="NS",
+    help="With --anonymous: anonymous clients act in namespace NS only (a request naming "
+    "none, as Protolink's, acts there) instead of every namespace (requests naming none "
+    "act in default).",
+)
 @click.option("--no-inspector", is_flag=True, help="Serve the API only.")
 @click.option(
     "--trace-url",
@@ -191,6 +198,7 @@ def serve(
     queue_timeout: float,
     anonymous: str | None,
     anonymous_remote: bool,
+    anonymous_namespace: str | None,
     no_inspector: bool,
     trace_url: str | None,
     log_level: str,
@@ -217,6 +225,7 @@ def serve(
         "queue_timeout": queue_timeout,
         "anonymous": anonymous,
         "anonymous_remote": anonymous_remote,
+        "anonymous_namespace": anonymous_namespace,
     }
     try:
         # Built here for one process; with workers, built here only to refuse a bad
@@ -281,7 +290,16 @@ def _app(options: Mapping[str, Any]) -> Any:
 
     tokens = server_tokens(options["tokens_file"], os.environ)
     if options.get("anonymous") is not None:
-        tokens = tokens.with_anonymous(options["anonymous"], remote=options["anonymous_remote"])
+        tokens = tokens.with_anonymous(
+            options["anonymous"],
+            remote=options["anonymous_remote"],
+            namespace=options.get("anonymous_namespace"),
+        )
+    elif options.get("anonymous_namespace") is not None:
+        raise InvalidRequest(
+            "--anonymous-namespace names where anonymous clients act: give --anonymous GRANTS too",
+            field="anonymous_namespace",
+        )
     return create_app(
         options["store_url"],
         tokens=tokens,

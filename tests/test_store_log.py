@@ -240,3 +240,64 @@ async def test_an_encrypted_directory_holds_no_trace_of_what_was_written(
     await store.close()
     raw = b"".join(p.read_bytes() for p in (tmp_path / "d").rglob("*") if p.is_file())
     assert bool([t for t in _traces(marker) if t in raw]) is not encrypted
+
+
+async def test_a_directory_store_opens_from_a_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``logdir:////abs/dir`` and ``logdir:///rel/dir`` (as SQLite's URLs) open a
+    LogStore over the DirectoryBackend, so the CLI and ``tether serve`` take it."""
+    url = f"logdir:///{tmp_path / 'logs'}"  # an absolute path: four slashes
+    s1 = await tether.open_store(url)
+    try:
+        assert isinstance(s1, LogStore) and isinstance(s1.backend, DirectoryBackend)
+        assert s1.url == url and s1.backend.durable
+        await tether.Agent(None, tether.ScriptedModel.demo(), store=s1).step(
+            "My name is Alice.", thread="chat"
+        )
+    finally:
+        await s1.close()
+    assert list((tmp_path / "logs").rglob("*.jsonl"))  # the files are where the URL says
+    monkeypatch.chdir(tmp_path)
+    s2 = await tether.open_store("logdir:///logs?durable=false")  # relative: three
+    try:
+        assert isinstance(s2, LogStore) and isinstance(s2.backend, DirectoryBackend)
+        assert not s2.backend.durable
+        r = await tether.Agent(None, tether.ScriptedModel.demo(), store=s2).step(
+            "What is my name?", thread="chat"
+        )
+        assert r.answer == "Your name is Alice."
+    finally:
+        await s2.close()
+    for bad in ("logdir://", "logdir:///logs?durable=maybe", "logdir:///logs?fsync=no"):
+        with pytest.raises(tether.InvalidRequest):
+            await tether.open_store(bad)
+
+
+def test_tether_serve_runs_on_a_directory_store(tmp_path: Path) -> None:
+    import httpx
+
+    from _server_helpers import TOKEN, serve
+
+    url = f"logdir:///{tmp_path / 'logs'}"
+
+    async def prepare() -> None:
+        store = await tether.open_store(url)
+        try:
+            agent = tether.Agent(None, tether.ScriptedModel.demo(), store=store)
+            await agent.step("My name is Alice.", thread="chat")
+        finally:
+            await store.close()
+
+    asyncio.run(prepare())
+    with serve(url, tmp_path / "serve.log") as s:
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        threads = httpx.get(s.url + "v1/ns/default/threads", headers=headers)
+        described = httpx.post(
+            s.url + "state/describe",
+            json={"session_id": "chat", "stores": ["conversation"]},
+            headers=headers,
+        )
+    assert threads.status_code == 200, threads.text
+    assert [t["thread"] for t in threads.json()["threads"]] == ["chat"]
+    assert described.json()["stores"][0]["message_count"] == 2, described.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import parse_qsl, unquote
 
 from ..core.errors import InvalidRequest, MissingKey
 from .base import (
@@ -53,7 +54,10 @@ async def open_store(url: str, **options: Any) -> Store:
 
     ``memory://``, ``sqlite:///path/to/file.db`` (the embedded default; a bare
     path also means SQLite), ``postgresql://user@host/db`` (extra ``postgres``),
-    ``redis://host:port/0`` (extra ``redis``). Options go to the backend
+    ``redis://host:port/0`` (extra ``redis``), ``logdir:///path/to/dir`` (a
+    ``LogStore`` over the ``DirectoryBackend`` example: a JSON Lines file per scope,
+    shared by every process on the machine; ``?durable=false`` skips the fsyncs).
+    Options go to the backend
     (``codec=``, ``durability=`` for SQLite, pool sizes for PostgreSQL...).
 
     ``cipher=`` (extra ``crypto``) encrypts payloads at rest: a
@@ -110,6 +114,35 @@ async def _open_backend(url: str, **options: Any) -> Store:
         from .redis import RedisStore
 
         return await RedisStore.open(url, **options)
+    if scheme == "logdir":
+        from .examples import DirectoryBackend
+        root, durable = _logdir(url)
+        store = LogStore(DirectoryBackend(root, durable=durable), **options)
+        store.url = url
+        return store
     raise InvalidRequest(
-        f"unknown store URL scheme {scheme!r}: use memory://, sqlite:///path, postgresql:// or redis://"
+        f"unknown store URL scheme {scheme!r}: use memory://, sqlite:///path, postgresql://, "
+        "redis:// or logdir:///path"
     )
+
+
+def _logdir(url: str) -> tuple[str, bool]:
+    """``logdir:///rel/dir`` (relative), ``logdir:////abs/dir`` (absolute), as SQLite's
+    URLs; ``?durable=false`` (or ``true``, the default) is the only option."""
+    rest = url.split("://", 1)[1]
+    path, _, query = rest.removeprefix("/").partition("?")
+    path = unquote(path)
+    if not path:
+        raise InvalidRequest(
+            f"logdir URL {url!r} names no directory: use logdir:///relative/dir or "
+            "logdir:////abs/dir",
+            field="store",
+        )
+    options = dict(parse_qsl(query, keep_blank_values=True))
+    durable = options.pop("durable", "true").lower()
+    if options or durable not in ("true", "false"):
+        raise InvalidRequest(
+            f"logdir URL {url!r}: the only option is durable=true|false",
+            field="store",
+        )
+    return path, durable == "true"

@@ -31,6 +31,7 @@ import pytest
 import tether
 from _server_helpers import TOKEN, Served, demo_agent, fill, serve
 from tether import control
+from tether.runtime.errors import RunSuspendedError
 from tether.server import Tokens, create_app
 from tether.server.auth import JwtKey
 from tether.store import Store, open_store
@@ -485,6 +486,42 @@ async def test_a_default_thread_is_shared_as_invoke_shares_it() -> None:
     b = await agent.step("What is my name?")
     assert a.thread == b.thread == "invocation_session_id"
     assert "Ada" in str(b.answer)
+
+
+async def test_invoke_shares_protolinks_default_session() -> None:
+    """`agent.invoke(message)` as Protolink's: calls naming no session share
+    "invocation_session_id" and return the answer; `session_id=` partitions; `step`
+    without a thread stays a thread of its own (its run id, as Protolink's external
+    task falls back to its task id). A suspended or failed run raises, typed."""
+    store = MemoryStore()
+    agent = demo_agent(store, "default")
+    assert "Ada" not in str(await agent.invoke("What is my name?"))
+    assert await agent.invoke("Hello, my name is Ada.") == "Nice to meet you, Ada. I'll remember your name."
+    assert "Ada" in str(await agent.invoke("What is my name?"))
+    runs = (await agent.runs(thread="invocation_session_id")).runs
+    assert len(runs) == 3
+    # Another session shares nothing; a step without a thread is a run of its own.
+    assert "Ada" not in str(await agent.invoke("What is my name?", session_id="other"))
+    alone = await agent.step("What is my name?")
+    assert alone.thread == alone.run_id and "Ada" not in str(alone.answer)
+    # default_thread, when set, is the agent's shared session for invoke() too.
+    named = tether.Agent(agent.spec, agent.model, store=store, default_thread="shared")
+    await named.invoke("Hello, my name is Grace.")
+    assert "Grace" in str((await named.step("What is my name?", thread="shared")).answer)
+    with pytest.raises(RunSuspendedError) as held:
+        await agent.invoke("pay 40 eur to Bob", session_id="pay")
+    assert held.value.code == "run_suspended" and held.value.details["thread"] == "pay"
+    assert held.value.details["pending"][0]["name"] == "transfer"
+
+    class Broken:
+        async def complete(self, request: Any) -> Any:
+            raise RuntimeError("the model is down")
+
+    with pytest.raises(tether.TetherError) as failed:
+        await tether.Agent(None, Broken(), store=store).invoke("hello")
+    assert failed.value.code == "run_failed"
+    assert failed.value.details["error"]["code"] == "model_raised"
+    assert failed.value.details["thread"] == "invocation_session_id"
 
 
 def test_anonymous_clients_act_in_the_namespace_named(tmp_path: Path) -> None:

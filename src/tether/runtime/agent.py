@@ -22,7 +22,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Final, Literal, TypeVar, overload
 
 from ..control.modules import check_modules
 from ..control.tasks import RunList, TaskState, list_index
@@ -39,7 +39,7 @@ from ..store import Store, open_store
 from ..store.base import Head, check_name
 from .agent_memory_tools import MemoryTools, memory_tools
 from .credentials import CredentialProvider
-from .errors import AgentError, SpecError
+from .errors import AgentError, RunSuspendedError, SpecError
 from .executor import Executor
 from .recall_tool import RecallMemory
 from .spec import Spec, ToolNode, check_tools
@@ -49,6 +49,8 @@ from .tools import Tool, as_tool, resolve_tools
 __all__ = ["Agent"]
 
 T = TypeVar("T")
+# Protolink's ``invoke()`` default session: what calls that name none share.
+INVOKE_SESSION: Final = "invocation_session_id"
 ToolLike = Tool | Callable[..., Any]
 
 
@@ -73,9 +75,11 @@ class Agent:
     modules: ``conversation``, ``tools``, ``task``, ``flow``, ...) ``describe_state``,
     ``reset_state`` and ``compact_state`` act on and report, as Protolink's
     ``Agent(state=[...])``; others are reported disabled (``tether.control.modules``).
-    ``default_thread``: the thread of a ``step`` that names none (Protolink's
-    ``invoke()`` shares ``"invocation_session_id"``); None, the default, makes such a
-    step a thread of its own.
+    ``default_thread``: the thread of a ``step`` that names none; None, the default,
+    makes such a step a thread of its own (named by its run id, as Protolink's external
+    task falls back to its task id). ``invoke(message, session_id=None)`` is
+    Protolink's entry point: without a session it uses ``default_thread`` or
+    Protolink's shared ``"invocation_session_id"``.
     """
 
     def __init__(
@@ -252,6 +256,52 @@ class Agent:
             lambda ex: ex.step(
                 input, thread=thread, user=user, context=ctx, metadata=metadata, owner=owner
             )
+        )
+
+    async def invoke(
+        self,
+        message: Any,
+        session_id: str | None = None,
+        *,
+        user: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Protolink's ``Agent.invoke``: one turn, and its answer.
+
+        ``session_id``: the thread. Without it, the agent's ``default_thread`` if set,
+        else Protolink's shared default ``"invocation_session_id"``, so calls that name
+        no session share one history, as Protolink's ``invoke()`` calls do (``step``
+        keeps tether's rule: no thread, a thread of its own). A run that waits for
+        approvals raises ``RunSuspendedError`` (approve or reject it, as after
+        ``step``); a failed run raises ``AgentError`` (code ``run_failed``, the run's
+        own code in ``details["error"]``), as Protolink's raises for a failed task.
+        """
+        if session_id is None:
+            session_id = self.default_thread or INVOKE_SESSION
+        result = await self.step(
+            message, thread=session_id, user=user, context=context, metadata=metadata
+        )
+        if result.status == "completed":
+            return result.answer
+        if result.status == "suspended":
+            pending = [p.to_dict() for p in result.pending_approvals]
+            raise RunSuspendedError(
+                f"run {result.run_id} on thread {result.thread!r} waits for approval of "
+                f"{', '.join(p['name'] + ' (' + p['call_id'] + ')' for p in pending)}; "
+                "approve or reject it",
+                thread=result.thread,
+                run=result.run_id,
+                pending=pending,
+            )
+        error = result.error.to_dict() if result.error is not None else None
+        raise AgentError(
+            f"run {result.run_id} on thread {result.thread!r} failed"
+            + (f": [{error['code']}] {error['message']}" if error else ""),
+            code="run_failed",
+            thread=result.thread,
+            run=result.run_id,
+            error=error,
         )
 
     async def resume(

@@ -58,6 +58,28 @@ async def test_a_run_with_no_thread_is_its_own_thread() -> None:
     assert (await store.head(NS, f"thread:{a.run_id}")).sequence > 0
 
 
+async def test_an_agent_session_as_limans_agent_keeps_one() -> None:
+    """`Agent(default_thread=True)`: this Agent object's own fresh session, as Liman's
+    agent keeps one: its steps without a thread continue it; another Agent object (on
+    the same store: another user's, another process's) starts its own; the id
+    continues it anywhere, as Liman's execution id does."""
+    store = MemoryStore()
+    agent = Agent(None, ScriptedModel.demo(), store=store, default_thread=True)
+    a = await agent.step("My name is Alice.")
+    b = await agent.step("What is my name?")
+    assert a.thread == b.thread == agent.default_thread
+    assert agent.default_thread is not None and agent.default_thread.startswith("session_")
+    assert a.thread != a.run_id and b.answer == "Your name is Alice."
+    other = Agent(None, ScriptedModel.demo(), store=store, default_thread=True)
+    assert other.default_thread != agent.default_thread
+    assert (await other.step("What is my name?")).answer == "I don't know your name yet."
+    # After a restart: the saved id continues the session (Liman's ExecutorInput).
+    restarted = Agent(None, ScriptedModel.demo(), store=store, default_thread=a.thread)
+    assert (await restarted.step("What is my name?")).answer == "Your name is Alice."
+    with pytest.raises(InvalidRequest):
+        Agent(None, ScriptedModel.demo(), store=store, default_thread="")
+
+
 async def test_session_scope_is_the_run() -> None:
     assert VarDecl(name="n", type="integer", scope="session").scope == "run"
     with pytest.raises(InvalidRequest, match="session, seed 004's name for run"):

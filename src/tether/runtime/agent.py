@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -77,7 +78,9 @@ class Agent:
     ``Agent(state=[...])``; others are reported disabled (``tether.control.modules``).
     ``default_thread``: the thread of a ``step`` that names none; None, the default,
     makes such a step a thread of its own (named by its run id, as Protolink's external
-    task falls back to its task id). ``invoke(message, session_id=None)`` is
+    task falls back to its task id); True makes a fresh one for this Agent object
+    (``"session_<hex>"``, ``agent.default_thread``), as Liman's agent keeps one session:
+    its steps without a thread continue it, another Agent object starts its own. ``invoke(message, session_id=None)`` is
     Protolink's entry point: without a session it uses ``default_thread`` or
     Protolink's shared ``"invocation_session_id"``.
     """
@@ -100,7 +103,7 @@ class Agent:
         credentials: CredentialProvider | None = None,
         name: str = "agent",
         state: Iterable[str] | None = None,
-        default_thread: str | None = None,
+        default_thread: str | Literal[True] | None = None,
     ) -> None:
         if credentials is not None and not isinstance(credentials, CredentialProvider):
             raise InvalidRequest(
@@ -115,9 +118,13 @@ class Agent:
         self.name = name
         # Seed 002's modules: the stores describe/reset/compact act on (None: all).
         self.state_modules = check_modules(state)
-        if default_thread is not None:
+        if default_thread is True:
+            # Liman's agent session: this object's own, fresh; unguessable, so no other
+            # Agent object (another user's, another process's) meets it by chance.
+            default_thread = "session_" + secrets.token_hex(12)
+        elif default_thread is not None:
             scopes.thread(default_thread)
-        self.default_thread = default_thread
+        self.default_thread: str | None = default_thread
         if spec is None:
             spec = Spec.single()
         elif isinstance(spec, str | Path):

@@ -268,3 +268,63 @@ def test_chat_history_node_is_checked() -> None:
         }
     )
     assert spec.node("hist") == ChatHistoryNode(name="hist", llm="chat", last=2)
+
+
+def _probe_spec(probe: str, mode: str) -> Spec:
+    return Spec.from_dict(
+        {
+            "start": "chat",
+            "template_variables": mode,
+            "nodes": [
+                {"kind": "llm", "name": "chat", "next": "keep"},
+                {"kind": "var", "name": "last_answer", "type": "string", "scope": "thread"},
+                {"kind": "var", "name": "turns", "type": "integer", "scope": "session", "default": 0},
+                {"kind": "var", "name": "seen", "type": "string", "scope": "session"},
+                {"kind": "var_set", "name": "keep", "var": "last_answer", "next": "count"},
+                {
+                    "kind": "var_set",
+                    "name": "count",
+                    "var": "turns",
+                    "value": "{{ variables.turns + 1 }}",
+                    "next": "last_answer",
+                },
+                {"kind": "var_set", "name": "probe", "var": "seen", "value": probe},
+            ],
+            "edges": [{"from": "last_answer", "to": "probe"}],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("mode", "names"), [("all", "last_answer,seen,turns"), ("session", "seen,turns")]
+)
+async def test_template_variables_as_the_platform_scopes_them(mode: str, names: str) -> None:
+    """`template_variables="session"` is seed 004's namespace: `{{ variables }}` holds the
+    session (run) variables and loop_index; a thread variable is read through its var
+    node's output. The default, "all", holds every declared variable."""
+    listing = "{{ variables | list | sort | join(',') }}"
+    agent = Agent(_probe_spec(listing, mode), ScriptedModel.demo(), store=MemoryStore())
+    r = await agent.step("hello", thread="t")
+    assert (r.status, r.answer) == ("completed", names)
+    assert agent.spec.template_variables == mode
+    assert Spec.from_dict(agent.spec.to_dict()) == agent.spec  # the mode round-trips
+    via_node = "{{ nodes.last_answer.output }}"
+    r = await Agent(_probe_spec(via_node, mode), ScriptedModel.demo(), store=MemoryStore()).step(
+        "hello", thread="t"
+    )
+    assert r.answer == "Hello! How can I help?"
+    direct = "{{ variables.last_answer }}"
+    r = await Agent(_probe_spec(direct, mode), ScriptedModel.demo(), store=MemoryStore()).step(
+        "hello", thread="t"
+    )
+    if mode == "all":
+        assert r.answer == "Hello! How can I help?"
+    else:  # not in the namespace: the template fails loudly, never renders empty
+        assert r.status == "failed" and r.error is not None and r.error.code == "template"
+
+
+def test_template_variables_is_checked() -> None:
+    with pytest.raises(SpecError, match="template_variables"):
+        Spec(nodes=[LLMNode(name="chat")], template_variables="thread")
+    with pytest.raises(SpecError, match="template_variables"):
+        Spec.from_dict({"nodes": [{"kind": "llm"}], "template_variables": "everything"})

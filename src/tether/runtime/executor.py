@@ -615,7 +615,14 @@ class Executor(ToolCalls):
         """What a template sees. ``output`` only where it exists (conditions: edges and
         loops); elsewhere naming it raises like any unknown name, never renders None."""
         variables: dict[str, Any] = {}
-        if self.spec.var_decls:
+        if self.spec.template_variables == "session":
+            # Seed 004's namespace: run (session) variables; the others are read through
+            # their var node's output (``nodes.<var node>.output``).
+            v = self._variables(rc)
+            for d in self.spec.var_decls:
+                if d.scope == "run":
+                    variables[d.name] = await v.get(d.name)
+        elif self.spec.var_decls:
             v = self._variables(rc)
             if rc.user is not None or all(d.scope != "user" for d in self.spec.var_decls):
                 variables = await v.all()

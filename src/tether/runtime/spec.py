@@ -289,12 +289,17 @@ class Edge:
 class Spec:
     """The agent's graph. Validated at construction: a bad spec raises SpecError.
 
-    ``start`` may be left out when the spec has one node.
+    ``start`` may be left out when the spec has one node. ``template_variables``: what
+    ``{{ variables }}`` holds in templates: ``"all"`` (the default) every declared
+    variable, each read from its scope; ``"session"`` seed 004's namespace, the run
+    (session) variables and ``loop_index`` only, others read through their var node's
+    output (``{{ nodes.<var node>.output }}``).
     """
 
     nodes: tuple[Node, ...]
     edges: tuple[Edge, ...]
     start: str
+    template_variables: str
     _by_name: dict[str, Node]
     _templates: dict[tuple[str, str], Any]
     _policies: dict[str, Policy]
@@ -303,22 +308,42 @@ class Spec:
     _loop_of: dict[str, str]
 
     def __init__(
-        self, *, nodes: Iterable[Node], edges: Iterable[Edge] = (), start: str = ""
+        self,
+        *,
+        nodes: Iterable[Node],
+        edges: Iterable[Edge] = (),
+        start: str = "",
+        template_variables: str = "all",
     ) -> None:
         self.nodes = tuple(nodes)
         self.edges = tuple(edges)
         self.start = start
+        if template_variables not in TEMPLATE_VARIABLES:
+            raise SpecError(
+                f"template_variables is 'all' (every declared variable) or 'session' (seed "
+                f"004's: run variables and loop_index only), got {template_variables!r}"
+            )
+        self.template_variables = template_variables
         self._build()
 
     def __repr__(self) -> str:
-        return f"Spec(nodes={list(self.nodes)!r}, edges={list(self.edges)!r}, start={self.start!r})"
+        more = (
+            f", template_variables={self.template_variables!r}"
+            if self.template_variables != "all"
+            else ""
+        )
+        return (
+            f"Spec(nodes={list(self.nodes)!r}, edges={list(self.edges)!r}, "
+            f"start={self.start!r}{more})"
+        )
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Spec) and (self.nodes, self.edges, self.start) == (
-            other.nodes,
-            other.edges,
-            other.start,
-        )
+        return isinstance(other, Spec) and (
+            self.nodes,
+            self.edges,
+            self.start,
+            self.template_variables,
+        ) == (other.nodes, other.edges, other.start, other.template_variables)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -592,7 +617,10 @@ class Spec:
             {"from": e.src, "to": e.dst, **({"when": e.condition} if e.condition else {})}
             for e in self.edges
         ]
-        return {"start": self.start, "nodes": nodes, "edges": edges}
+        out: dict[str, Any] = {"start": self.start, "nodes": nodes, "edges": edges}
+        if self.template_variables != "all":
+            out["template_variables"] = self.template_variables
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Spec:
@@ -634,6 +662,9 @@ def _compile_tree(value: Any, where: str) -> Any:
     return value
 
 
+# What ``{{ variables }}`` holds: every declared variable, or seed 004's namespace.
+TEMPLATE_VARIABLES: Final = ("all", "session")
+
 _NODE_KEYS: Final = {
     "llm": {"system", "memory", "tools", "model", "input", "memory_scope"},
     "tool": {"tool", "arguments", "needs_approval", "credentials"},
@@ -650,14 +681,20 @@ class _Builder:
         self.nodes: list[Node] = []
         self.edges: list[Edge] = []
         self.starts: list[str] = []
+        self.template_variables: list[Any] = []
 
     def add_doc(self, doc: Any, where: str) -> _Builder:
         if isinstance(doc, list):
             for i, item in enumerate(doc):
                 self.add_node(item, f"{where}[{i}]")
         elif isinstance(doc, Mapping) and "kind" not in doc:
-            if unknown := set(doc) - {"start", "nodes", "edges"}:
-                raise SpecError(f"{where}: unknown keys {sorted(unknown)}; use start, nodes, edges")
+            if unknown := set(doc) - {"start", "nodes", "edges", "template_variables"}:
+                raise SpecError(
+                    f"{where}: unknown keys {sorted(unknown)}; use start, nodes, edges, "
+                    "template_variables"
+                )
+            if doc.get("template_variables") is not None:
+                self.template_variables.append(doc["template_variables"])
             if doc.get("start") is not None:
                 self.starts.append(_name(doc["start"], f"{where}: start"))
             nodes = doc.get("nodes") or []
@@ -765,7 +802,15 @@ class _Builder:
             if len(unique) > 1:
                 raise SpecError(f"several start nodes: {', '.join(unique)}; mark exactly one")
             chosen = unique[0] if unique else ""
-        return Spec(nodes=tuple(self.nodes), edges=tuple(self.edges), start=chosen)
+        modes = list(dict.fromkeys(self.template_variables))
+        if len(modes) > 1:
+            raise SpecError(f"template_variables is set twice, differently: {modes}")
+        return Spec(
+            nodes=tuple(self.nodes),
+            edges=tuple(self.edges),
+            start=chosen,
+            template_variables=modes[0] if modes else "all",
+        )
 
 
 def check_tools(spec: Spec, tools: Collection[str]) -> None:

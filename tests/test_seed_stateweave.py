@@ -37,36 +37,60 @@ def _agent(store: tether.Store, **kw: Any) -> tether.Agent:
     return tether.Agent(model=tether.ScriptedModel(), store=store, namespace=NS, **kw)
 
 
+PROSE = (
+    "Planning prose is not an action. Return exactly one TOOL_CALL JSON object or one FINAL "
+    "response."
+)
+
+
 def launch_snapshot() -> dict[str, Any]:
-    """A StateWeave session as its SDK records it: two turns, a tool round, a branch,
-    file resource versions, semantic memory of built-in and product types."""
+    """A StateWeave session as its SDK's runtime records it (``src/agent/agent.ts``): the
+    goal and the answer are the bare text; a model output that is no action is an
+    ``inference`` of that text followed by a ``protocol_error`` asking for a retry; a
+    call is ``{name, args, raw}`` and its result ``{tool, result}`` with the call as its
+    only parent. Two turns answered (the first after a retry and a tool round), one
+    that gave up after three retries (no answer), a branch, file resource versions,
+    semantic memory of built-in and product types."""
     s = tether.AgentState(vocabulary=VOCAB)
-    s.append("system", {"content": "You are a release planner."})
-    g1 = s.append("goal", {"input": "plan the launch"})
-    inf = s.append("inference", {"thought": "I need the config", "toolCalls": ["read"]})
-    call = s.append("tool_call", {"tool": "read_file", "args": {"path": "src/config.ts"}})
-    s.append("tool_result", {"tool": "read_file", "output": "export const v = 1"})
+    s.append("system", "You are a release planner.")
+    g1 = s.append("goal", "plan the launch")
+    bad = s.append("inference", "Let me look at the config first.")
+    s.append("protocol_error", PROSE, parents=[bad.id])
+    call = s.append(
+        "tool_call",
+        {
+            "name": "read_file",
+            "args": {"path": "src/config.ts"},
+            "raw": 'TOOL_CALL {"name":"read_file","args":{"path":"src/config.ts"}}',
+        },
+    )
+    result = s.append(
+        "tool_result",
+        {"tool": "read_file", "result": {"content": "export const v = 1"}},
+        parents=[call.id],
+    )
     s.append(
         "resource",
-        {"path": "src/config.ts", "text": "export const v = 1"},
-        resource_key="resource:file:src/config.ts",
+        {"path": "src/config.ts", "operation": "read_file", "succeeded": True},
+        resource_key="src/config.ts",
+        parents=[result.id],
     )
-    # A branch off the inference (parallel work), joined by the next inference.
-    s.append("verification", {"check": "lint", "ok": True}, parents=[inf.id])
+    # A branch off the call (parallel work), joined by the answer.
+    s.append("verification", {"method": "tool_declared"}, parents=[call.id])
     s.append(
         "resource",
-        {"path": "src/config.ts", "text": "export const v = 2"},
-        resource_key="resource:file:src/config.ts",
+        {"path": "src/config.ts", "operation": "write_file", "succeeded": True},
+        resource_key="src/config.ts",
     )
-    s.semantic("preference", "units", "metric")
-    s.semantic("decision", "date", {"when": "2026-12-10", "why": "after QA"})
-    s.append("inference", {"thought": "done"})
-    s.append("answer", {"output": "Launch on the 10th."})
-    s.append("goal", {"input": "and the rollback plan?"})
-    s.append("protocol_error", {"error": "model timeout"})
-    s.append("goal", {"input": "try again"})
-    s.append("answer", {"output": "Roll back by reverting config v2."})
-    assert call.parents == (inf.id,)
+    answer = s.append("answer", "Launch on the 10th.")
+    s.semantic("preference", "units", "metric", parents=[answer.id])
+    s.semantic("decision", "date", {"when": "2026-12-10", "why": "after QA"}, parents=[answer.id])
+    s.append("goal", "and the rollback plan?")
+    for i in range(3):  # the SDK gives up after three retries: no answer
+        bad = s.append("inference", f"I would revert the config ({i}).")
+        s.append("protocol_error", PROSE, parents=[bad.id])
+    s.append("goal", "try again")
+    s.append("answer", "Roll back by reverting config v2.")
     assert g1.parents != ()
     return s.to_dict()
 
@@ -81,27 +105,41 @@ def test_a_stateweave_session_carries_on() -> None:
         assert await agent.pending_approvals("t1") == []
         assert await control.pending_approvals(store, NS, "t1") == []
         msgs = await load_conversation(store, NS, "t1")
-        texts = [(m["role"], m["content"]) for m in msgs]
-        # Goals and answers read as the conversation; a failed turn keeps its question
-        # out, as tether does for its own failed runs.
-        assert texts == [
-            ("user", "plan the launch"),
-            ("assistant", "Launch on the 10th."),
-            ("user", "try again"),
-            ("assistant", "Roll back by reverting config v2."),
+        call_id = next(n["id"] for n in snap["nodes"] if n["kind"] == "tool_call")
+        # Goals and answers read as the conversation, the call with its result between
+        # them; a turn answered after a retry stands, the rejected outputs left out; the
+        # turn that gave up keeps its question out, as tether does for its failed runs.
+        assert msgs == [
+            {"role": "user", "content": "plan the launch"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": call_id, "name": "read_file", "arguments": {"path": "src/config.ts"}}
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "name": "read_file",
+                "content": '{"content":"export const v = 1"}',
+            },
+            {"role": "assistant", "content": "Launch on the 10th."},
+            {"role": "user", "content": "try again"},
+            {"role": "assistant", "content": "Roll back by reverting config v2."},
         ]
         result = await agent.step("what units do I like?", thread="t1")
         assert result.status == "completed"
         # The model saw the imported conversation before the new question.
         seen = agent.model.requests[-1].messages  # type: ignore[attr-defined]
-        assert [m["content"] for m in seen if m["role"] != "system"][:4] == [t for _, t in texts]
+        assert [m for m in seen if m["role"] != "system"][: len(msgs)] == msgs
         nodes = (await control.export(store, namespace=NS, thread="t1")).snapshot["nodes"]
         goal = next(n for n in nodes if n["sequence"] == before.sequence + 1)
         assert goal["kind"] == "goal"
         assert sorted(goal["parents"]) == sorted(before.frontier)  # the frontier, whole
         d = await control.describe(store, namespace=NS, thread="t1", include_data=True)
         conv = next(r for r in d.stores if r.name == "conversation")
-        assert conv.message_count == 6
+        assert conv.message_count == len(msgs) + 2
         assert next(r for r in d.stores if r.name == "memory").data == {
             "preference:units": "metric",
             "decision:date": {"when": "2026-12-10", "why": "after QA"},
@@ -110,6 +148,42 @@ def test_a_stateweave_session_carries_on() -> None:
         assert nodes[: len(snap["nodes"])] == snap["nodes"]
 
     asyncio.run(go())
+
+
+def test_imported_calls_are_paired_with_their_results_or_left_out() -> None:
+    """A call is shown only with its result: the result's only parent, naming the same
+    tool if it names one, the first such result. A call without one, a result whose
+    parent is no call (or that has two parents), a call naming no tool: left out."""
+    s = tether.AgentState()
+    s.append("goal", "go")
+    paired = s.append("tool_call", {"name": "f", "args": {"x": 1}})
+    s.append("tool_result", {"tool": "f", "result": "first"}, parents=[paired.id])
+    s.append("tool_result", {"tool": "f", "result": "second"}, parents=[paired.id])
+    lonely = s.append("tool_call", {"name": "g", "args": {}})  # never answered
+    wrong = s.append("tool_call", {"name": "h", "args": {}})
+    s.append("tool_result", {"tool": "other", "result": "not h's"}, parents=[wrong.id])
+    two = s.append("tool_call", {"name": "k", "args": {}})
+    s.append("tool_result", {"tool": "k", "result": "?"}, parents=sorted([two.id, lonely.id]))
+    nameless = s.append("tool_call", {"args": {}})
+    s.append("tool_result", {"result": "?"}, parents=[nameless.id])
+    s.append("answer", "done")
+
+    async def go() -> list[Any]:
+        store = await tether.open_store("memory://")
+        await control.import_snapshot(store, NS, "thread:t", s.to_dict())
+        return await load_conversation(store, NS, "t")
+
+    msgs = asyncio.run(go())
+    assert msgs == [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": paired.id, "name": "f", "arguments": {"x": 1}}],
+        },
+        {"role": "tool", "tool_call_id": paired.id, "name": "f", "content": "first"},
+        {"role": "assistant", "content": "done"},
+    ]
 
 
 # --------------------------------------------------------------------------- property

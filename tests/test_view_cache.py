@@ -37,6 +37,7 @@ from tether.projections.projection import (
     Projector,
     Unit,
     _calls,
+    _foreign_call_name,
     _str,
     foreign_text,
     is_foreign,
@@ -58,7 +59,9 @@ def reference_project(
     results: dict[tuple[str | None, str], CausalNode] = {}  # (run, call id) -> first result
     failed_foreign: set[int] = set()  # foreign goals whose turn ended in an error
     foreign_goal: CausalNode | None = None  # the foreign turn the walk is in
-    turn_of: dict[int, int] = {}  # foreign answer -> the foreign goal of its turn
+    turn_of: dict[int, int] = {}  # foreign answer or call -> the foreign goal of its turn
+    fcalls: dict[str, CausalNode] = {}  # foreign calls by id
+    fresults: dict[str, CausalNode] = {}  # foreign call id -> its result
     for n in nodes:
         p = n.payload
         k = n.kind
@@ -67,15 +70,32 @@ def reference_project(
         if is_foreign(n):
             if k == "goal":
                 foreign_goal = n
-            elif foreign_goal is not None and k == "answer":
-                turn_of[n.sequence] = foreign_goal.sequence
             elif k == "protocol_error":
                 if foreign_goal is not None:
                     failed_foreign.add(foreign_goal.sequence)
                 continue
+            elif k == "tool_result":
+                # Paired with its only parent, a foreign call of the same tool, first wins.
+                if len(n.parents) == 1 and n.parents[0] in fcalls:
+                    call = fcalls[n.parents[0]]
+                    tool = p.get("tool", p.get("name")) if isinstance(p, dict) else None
+                    if call.id not in fresults and (
+                        not isinstance(tool, str) or tool == _foreign_call_name(call)
+                    ):
+                        fresults[call.id] = n
+                continue
+            elif k == "answer" and foreign_goal is not None:
+                failed_foreign.discard(foreign_goal.sequence)  # a retry answered
             wanted = p.get("llm") if isinstance(p, dict) else None
-            if not isinstance(wanted, str) or wanted == llm:
-                mine.append(n)
+            if isinstance(wanted, str) and wanted != llm:
+                continue
+            if k == "tool_call":
+                if _foreign_call_name(n) is None:
+                    continue
+                fcalls[n.id] = n
+            if foreign_goal is not None and k != "goal":
+                turn_of[n.sequence] = foreign_goal.sequence
+            mine.append(n)
             continue
         if not isinstance(p, dict):
             continue
@@ -118,6 +138,30 @@ def reference_project(
         p = n.payload
         if is_foreign(n):
             if turn_of.get(n.sequence, n.sequence) in failed_foreign:
+                continue
+            if n.kind == "tool_call":
+                res = fresults.get(n.id)
+                if res is None:
+                    continue
+                name = _foreign_call_name(n)
+                args = p.get("args", p.get("arguments")) if isinstance(p, dict) else None
+                c = {"id": n.id, "name": name, "arguments": {} if args is None else args}
+                rp = res.payload
+                text = next(
+                    (
+                        text_of(rp[f])
+                        for f in ("result", "output", "content", "text")
+                        if isinstance(rp, dict) and rp.get(f) is not None
+                    ),
+                    text_of(rp),
+                )
+                call_msgs: tuple[Message, ...] = (
+                    {"role": "assistant", "content": None, "tool_calls": [c]},
+                    {"role": "tool", "tool_call_id": n.id, "name": name, "content": text},
+                )
+                units.append(
+                    Unit(anchor=n.sequence, last=res.sequence, messages=call_msgs, run=None)
+                )
                 continue
             role = "user" if n.kind == "goal" else "assistant"
             msg: Message = {"role": role, "content": foreign_text(n)}
@@ -204,12 +248,51 @@ node_spec = st.one_of(
     ),
     st.tuples(st.sampled_from(["answer", "protocol_error"]), st.sampled_from(RUNS)),
     st.tuples(st.sampled_from(["erased_goal", "erased_inference", "erased_result", "resource"])),
+    # StateWeave's own shapes: goals and answers of bare text, calls and results paired
+    # by their parent (issue 44)
+    st.tuples(st.sampled_from(["sw_goal", "sw_answer", "sw_error", "sw_inference"])),
+    st.tuples(
+        st.just("sw_call"),
+        st.sampled_from(["read", "write", None]),
+        st.sampled_from([None, *LLMS]),
+    ),
+    st.tuples(
+        st.just("sw_result"),
+        st.integers(1, 4),  # its parent: the node that many places back
+        st.sampled_from(["read", "write", None]),
+        st.booleans(),  # a second parent
+    ),
 )
 
 
-def _node(seq: int, spec: tuple[Any, ...]) -> CausalNode:
+def _node(seq: int, spec: tuple[Any, ...], before: list[CausalNode] | None = None) -> CausalNode:
     kind = spec[0]
     payload: Any
+    if kind.startswith("sw_"):
+        parents: tuple[str, ...] = ()
+        kind = kind.removeprefix("sw_")
+        if kind == "call":
+            _, name, llm = spec
+            payload = {"args": {"n": seq}, "raw": "TOOL_CALL"}
+            if name is not None:
+                payload["name"] = name
+            if llm is not None:
+                payload["llm"] = llm
+            kind = "tool_call"
+        elif kind == "result":
+            _, back, tool, two = spec
+            earlier = before or []
+            picked = [earlier[-back].id] if len(earlier) >= back else []
+            if two and earlier:
+                picked.append(earlier[0].id)
+            parents = tuple(sorted(set(picked)))
+            payload = {"result": {"ok": seq}} if tool is None else {"tool": tool, "result": seq}
+            kind = "tool_result"
+        elif kind == "error":
+            payload, kind = "Retry with one TOOL_CALL.", "protocol_error"
+        else:
+            payload = f"{kind} {seq}"
+        return make_node(kind, payload, parents, sequence=seq)
     if kind == "goal":
         _, run, llm, text, has_run = spec
         payload = {"input": text, "llm": llm, "metadata": {}}
@@ -247,7 +330,9 @@ def _node(seq: int, spec: tuple[Any, ...]) -> CausalNode:
 def test_projector_fed_piecewise_equals_the_batch_projection(
     specs: list[tuple[Any, ...]], feeds: list[tuple[int, str | None]], llm: str
 ) -> None:
-    nodes = [_node(i + 1, s) for i, s in enumerate(specs)]
+    nodes: list[CausalNode] = []
+    for i, s in enumerate(specs):
+        nodes.append(_node(i + 1, s, nodes))
     p = Projector(llm)
     at = 0
     for size, run in [*feeds, (len(nodes), None)]:
@@ -265,12 +350,14 @@ def test_projector_fed_piecewise_equals_the_batch_projection(
         if (
             n.kind in ("goal", "inference")
             and not is_foreign(n)
+            and isinstance(n.payload, dict)
             and (is_erased(n.payload) or n.payload.get("llm") == llm)
         )
         or (
             is_foreign(n)
-            and n.kind != "protocol_error"
-            and n.payload.get("llm") in (None, llm)  # (a foreign node's llm here is a name)
+            and n.kind not in ("protocol_error", "tool_result")
+            and (not isinstance(n.payload, dict) or n.payload.get("llm") in (None, llm))
+            and (n.kind != "tool_call" or _foreign_call_name(n) is not None)
         )
     )
 

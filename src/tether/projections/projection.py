@@ -27,15 +27,24 @@ sequence ``s`` yields exactly the units of the full projection whose anchor is a
 
 Nodes outside tether's encoding (a StateWeave snapshot's, any imported graph's: a
 goal, answer or error whose payload names no run, ``payload.run`` absent or not a
-string, and not ``null``) read as a plain conversation: each such goal opens a
-*foreign turn* up to the next goal, and is a unit of one ``user`` message; each such
-answer a unit of one ``assistant`` message. A turn with such a ``protocol_error``
-keeps neither (like a failed run). The text is the payload's ``input`` (goal) or
-``output`` (answer), else its ``text``, ``content`` or ``message``, else the whole
-payload as JSON. They are in every LLM's view unless the payload names an ``llm``.
-Their inferences, tool calls and results are left out: a foreign inference's calls
-cannot be matched to results reliably, and its answer already says what the turn
-concluded.
+string, and not ``null``; a tool call or result whose payload has neither ``run`` nor
+``call_id``) read as a plain conversation: each such goal opens a *foreign turn* up to
+the next goal, and is a unit of one ``user`` message; each such answer a unit of one
+``assistant`` message. A turn whose last answer-or-error is such a ``protocol_error``
+keeps none of its messages (like a failed run); an answer after the error stands
+(StateWeave's runtime writes an error after each model output that was no action,
+then retries). The text is the payload's ``input`` (goal) or ``output`` (answer), else
+its ``text``, ``content`` or ``message``, else the whole payload as JSON. A foreign
+tool call naming a tool (``name``, else ``tool``) with a result is a unit of an
+``assistant`` message holding the call (its node id as the call id, ``args`` as its
+arguments) and the ``tool`` message of the result (``result``, else ``output``,
+``content``, ``text``, else the payload as JSON): the result is the first whose only
+parent is the call and which names the same tool or none, as StateWeave's runtime
+appends them. A call without such a result, and any other result, is left out, so no
+call is shown without its result. They are in every LLM's view unless the payload
+names an ``llm``. Foreign inferences are left out: in StateWeave's runtime an
+inference is a model output that was no action (a TOOL_CALL is the call node, a FINAL
+the answer), rejected by the error after it.
 
 Erased payloads (read inside ``tether.crypto.erased_placeholders()``): an erased
 goal is a unit of one ``user`` message and an erased inference one of an
@@ -171,20 +180,46 @@ def project(nodes: Iterable[CausalNode], *, llm: str, run: str | None = None) ->
 _Key = tuple["str | None", str]  # (run, call id)
 
 _FOREIGN_KINDS = frozenset({"goal", "answer", "protocol_error"})
+_FOREIGN_TOOL_KINDS = frozenset({"tool_call", "tool_result"})
 _GOAL_TEXT = ("input", "text", "content", "message")
 _ANSWER_TEXT = ("output", "text", "content", "message")
+_RESULT_TEXT = ("result", "output", "content", "text")
 
 
 def is_foreign(node: CausalNode) -> bool:
-    """A goal, answer or error outside tether's encoding: its payload names no run."""
-    if node.kind not in _FOREIGN_KINDS:
-        return False
+    """A goal, answer or error outside tether's encoding (its payload names no run), or
+    a tool call or result outside it (its payload has neither ``run`` nor ``call_id``)."""
+    k = node.kind
     p = node.payload
+    if k in _FOREIGN_TOOL_KINDS:
+        if not isinstance(p, dict):
+            return True
+        return "run" not in p and "call_id" not in p and not is_erased(p)
+    if k not in _FOREIGN_KINDS:
+        return False
     if not isinstance(p, dict):
         return True
     if is_erased(p):
         return False
     return not isinstance(p.get("run"), str) and not ("run" in p and p["run"] is None)
+
+
+def _foreign_call_name(call: CausalNode) -> str | None:
+    """The tool a foreign call names (``name``, else ``tool``), if it names one."""
+    p = call.payload
+    if not isinstance(p, dict):
+        return None
+    name = p.get("name", p.get("tool"))
+    return name if isinstance(name, str) and name else None
+
+
+def _foreign_result_text(result: CausalNode) -> str:
+    p = result.payload
+    if isinstance(p, dict):
+        for name in _RESULT_TEXT:
+            if p.get(name) is not None:
+                return text_of(p[name])
+    return text_of(p)
 
 
 def foreign_text(node: CausalNode) -> str:
@@ -217,6 +252,8 @@ class Projector:
         "_done_runs",
         "_ended",
         "_failed_turns",
+        "_fcalls",
+        "_fresults",
         "_goals",
         "_made",
         "_messages",
@@ -257,6 +294,9 @@ class Projector:
         self._turns: dict[int, list[CausalNode]] = {}
         self._turn_of: dict[int, int] = {}  # a foreign node's sequence -> its turn's goal
         self._failed_turns: set[int] = set()
+        # Foreign tool calls by node id, and the result paired with each.
+        self._fcalls: dict[str, CausalNode] = {}
+        self._fresults: dict[str, CausalNode] = {}
         # The output: units in _mine order, each's index in _mine, and the flat messages
         # with each unit's offset in them.
         self._units: list[Unit] = []
@@ -337,21 +377,50 @@ class Projector:
             self._turns[n.sequence] = []
         turn = self._turn
         if k == "protocol_error":
+            # A turn whose last word is an error failed (StateWeave's runtime writes one
+            # after each rejected model output, then retries: an answer after it stands).
             if turn is not None and turn.sequence not in self._failed_turns:
                 self._failed_turns.add(turn.sequence)
-                for m in self._turns[turn.sequence]:
-                    self._stale[m.sequence] = m
+                self._touch_turn(turn.sequence)
             return
+        if k == "tool_result":
+            self._foreign_result(n)
+            return
+        if k == "answer" and turn is not None and turn.sequence in self._failed_turns:
+            self._failed_turns.discard(turn.sequence)  # the retry answered
+            self._touch_turn(turn.sequence)
         wanted = p.get("llm") if isinstance(p, dict) else None
         if isinstance(wanted, str) and wanted != self.llm:
             return
-        if k == "answer" and turn is None:
-            self._add(n)  # an answer outside any turn: a message of its own
+        if k == "tool_call":
+            if _foreign_call_name(n) is None:
+                return  # names no tool: no message can hold it
+            self._fcalls[n.id] = n
+        if turn is None:
+            self._add(n)  # an answer or call outside any turn: a message of its own
             return
-        assert turn is not None
         self._turns[turn.sequence].append(n)
         self._turn_of[n.sequence] = turn.sequence
         self._add(n)
+
+    def _foreign_result(self, n: CausalNode) -> None:
+        """Pair a foreign result with its call: the result's only parent (as StateWeave's
+        runtime appends it), naming the same tool if it names one; the first one wins."""
+        if len(n.parents) != 1:
+            return
+        call = self._fcalls.get(n.parents[0])
+        if call is None or call.id in self._fresults:
+            return
+        p = n.payload
+        tool = p.get("tool", p.get("name")) if isinstance(p, dict) else None
+        if isinstance(tool, str) and tool != _foreign_call_name(call):
+            return
+        self._fresults[call.id] = n
+        self._stale[call.sequence] = call
+
+    def _touch_turn(self, goal: int) -> None:
+        for m in self._turns[goal]:
+            self._stale[m.sequence] = m
 
     def set_run(self, run: str | None) -> None:
         """Make ``run`` the run in progress (shown in full though it has no answer yet)."""
@@ -424,6 +493,8 @@ class Projector:
         if is_foreign(n):
             if self._turn_of.get(n.sequence) in self._failed_turns:
                 return None
+            if n.kind == "tool_call":
+                return self._foreign_call_unit(n)
             msg: Message = {
                 "role": "user" if n.kind == "goal" else "assistant",
                 "content": foreign_text(n),
@@ -477,6 +548,28 @@ class Projector:
         if not msgs:
             return None
         return Unit(anchor=n.sequence, last=last, messages=tuple(msgs), run=r)
+
+
+    def _foreign_call_unit(self, n: CausalNode) -> Unit | None:
+        """A foreign call with its result: an assistant message holding the call (its
+        node id as the call id), then the tool message; without a result, nothing."""
+        res = self._fresults.get(n.id)
+        name = _foreign_call_name(n)
+        if res is None or name is None:
+            return None
+        p = n.payload
+        args = p.get("args", p.get("arguments")) if isinstance(p, dict) else None
+        call = {"id": n.id, "name": name, "arguments": {} if args is None else args}
+        messages: tuple[Message, ...] = (
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {
+                "role": "tool",
+                "tool_call_id": n.id,
+                "name": name,
+                "content": _foreign_result_text(res),
+            },
+        )
+        return Unit(anchor=n.sequence, last=res.sequence, messages=messages, run=None)
 
 
 def flatten(units: Sequence[Unit]) -> list[Message]:

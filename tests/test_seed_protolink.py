@@ -479,6 +479,28 @@ async def test_only_enabled_modules_are_reported_and_reset(store: Store) -> None
         assert got["stores"][0]["enabled"] is False and got["missing"] == ["flow"]
 
 
+@pytest.mark.parametrize("state", [None, ["conversation"], ["task", "flow"], []])
+async def test_without_the_conversation_module_each_turn_starts_cold(
+    state: list[str] | None,
+) -> None:
+    """Protolink's agent loads and saves history only with its conversation module
+    enabled; without it every turn is a cold start. So is tether's: the model is sent no
+    earlier run's messages (a run's own tool rounds still are)."""
+    store = MemoryStore()
+    model = tether.ScriptedModel.demo()
+    agent = tether.Agent(None, model, store=store, state=state)
+    await agent.step("hello there", thread="s")
+    r = await agent.step("What's the weather in Oslo?", thread="s")
+    sent = [m.get("content") for m in model.requests[-1].messages]
+    remembers = state is None or "conversation" in state
+    assert ("hello there" in sent) is remembers
+    assert "What's the weather in Oslo?" in sent
+    assert r.status == "completed"
+    # The graph records both turns either way (history, export).
+    runs = (await agent.runs(thread="s")).runs
+    assert len(runs) == 2
+
+
 async def test_a_default_thread_is_shared_as_invoke_shares_it() -> None:
     base = demo_agent(MemoryStore(), "default")
     agent = tether.Agent(base.spec, base.model, default_thread="invocation_session_id")

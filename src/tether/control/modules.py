@@ -7,9 +7,12 @@ asked for but not enabled is reported with ``enabled=False`` and listed in
 ``missing``, and a reset or compact never touches it. A reset of a thread without
 ``stores`` clears the enabled stores of it (not the whole thread).
 
-The graph itself is not filtered: it is the one source of truth every store is a
-projection of, so what a disabled store would show stays in the graph (export,
-history, verify) and reappears if the store is enabled again.
+An agent without ``conversation`` sends the model no earlier run's messages (each
+turn starts cold, as the seed's agent without that module: ``tether.Agent``). The
+graph itself is not filtered: it is the one source of truth every store is a
+projection of (and a run's record, which resume and approvals stand on), so what a
+disabled store would show stays in the graph (export, history, verify) and reappears
+if the store is enabled again.
 """
 
 from __future__ import annotations

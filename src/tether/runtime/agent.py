@@ -76,6 +76,9 @@ class Agent:
     modules: ``conversation``, ``tools``, ``task``, ``flow``, ...) ``describe_state``,
     ``reset_state`` and ``compact_state`` act on and report, as Protolink's
     ``Agent(state=[...])``; others are reported disabled (``tether.control.modules``).
+    Without ``conversation`` among them the model is sent no earlier run's messages
+    (each turn starts cold, as the seed's agent without its conversation module); the
+    graph still records every run.
     ``default_thread``: the thread of a ``step`` that names none; None, the default,
     makes such a step a thread of its own (named by its run id, as Protolink's external
     task falls back to its task id); True makes a fresh one for this Agent object
@@ -227,6 +230,7 @@ class Agent:
             credentials=self.credentials,
             name=self.name,
             tips=self._tips,
+            conversation=self.state_modules is None or "conversation" in self.state_modules,
         )
 
     async def _with(self, fn: Callable[[Executor], Awaitable[T]]) -> T:

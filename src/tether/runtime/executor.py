@@ -136,8 +136,13 @@ class Executor(ToolCalls):
         credentials: CredentialProvider | None = None,
         name: str = "agent",
         tips: dict[str, Head] | None = None,
+        conversation: bool = True,
     ) -> None:
         self.name = name
+        # False: the agent's ``state`` leaves seed 002's conversation module out, so no
+        # earlier run's messages are sent (each turn starts cold, as the seed's agent
+        # without it); each LLM node sees its own run as with memory_scope="session".
+        self.conversation = conversation
         self.spec = spec
         self.credential_provider = credentials
         self.store = store
@@ -870,11 +875,11 @@ class Executor(ToolCalls):
             # the head the run's view is at (just read, or left by its own last commit):
             # the inference's commit is computed against it and checks it
             at=rc.head,
-            units=node.memory_scope != "thread",  # _remembered: thread scope takes all
+            units=_memory_scope(node, self.conversation) != "thread",  # _remembered
         )
         # The view's list is its own (a whole buffer of a long thread: copied once here
         # at most, the messages themselves shared with the process's kept view).
-        remembered = _remembered(rc, node, view)
+        remembered = _remembered(rc, node, view, _memory_scope(node, self.conversation))
         messages = prompt + remembered if prompt else remembered
         # A summary policy may have committed a summary node: that moves the thread,
         # not the run. Anything new in the run means the plan is stale.
@@ -1010,12 +1015,21 @@ def _held(rc: RunContext, visit: Visit) -> Visit:
     return dataclasses.replace(visit, output=rc.held[visit.record])
 
 
-def _remembered(rc: RunContext, node: LLMNode, view: ConversationView) -> list[dict[str, Any]]:
-    """What of its conversation ``node`` is sent, by its ``memory_scope`` (seed 004)."""
-    if node.memory_scope == "thread":
+def _memory_scope(node: LLMNode, conversation: bool) -> str:
+    """``node``'s memory scope; "session" at widest when the conversation is disabled."""
+    if not conversation and node.memory_scope == "thread":
+        return "session"
+    return node.memory_scope
+
+
+def _remembered(
+    rc: RunContext, node: LLMNode, view: ConversationView, scope: str
+) -> list[dict[str, Any]]:
+    """What of its conversation ``node`` is sent, by its memory ``scope`` (seed 004)."""
+    if scope == "thread":
         return view.messages  # a list this view made for its caller
     units = [u for u in view.units if u.run == rc.run_id]
-    if node.memory_scope == "call":
+    if scope == "call":
         # Only the node's current execution: the run's input when the run started here,
         # and the inferences (with their tool results) of this visit.
         visits = [v for v in rc.view.visits if v.node == node.name and v.kind == "llm"]

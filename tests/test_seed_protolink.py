@@ -518,7 +518,10 @@ async def test_invoke_shares_protolinks_default_session() -> None:
     store = MemoryStore()
     agent = demo_agent(store, "default")
     assert "Ada" not in str(await agent.invoke("What is my name?"))
-    assert await agent.invoke("Hello, my name is Ada.") == "Nice to meet you, Ada. I'll remember your name."
+    assert (
+        await agent.invoke("Hello, my name is Ada.")
+        == "Nice to meet you, Ada. I'll remember your name."
+    )
     assert "Ada" in str(await agent.invoke("What is my name?"))
     runs = (await agent.runs(thread="invocation_session_id")).runs
     assert len(runs) == 3

@@ -278,7 +278,13 @@ def _probe_spec(probe: str, mode: str) -> Spec:
             "nodes": [
                 {"kind": "llm", "name": "chat", "next": "keep"},
                 {"kind": "var", "name": "last_answer", "type": "string", "scope": "thread"},
-                {"kind": "var", "name": "turns", "type": "integer", "scope": "session", "default": 0},
+                {
+                    "kind": "var",
+                    "name": "turns",
+                    "type": "integer",
+                    "scope": "session",
+                    "default": 0,
+                },
                 {"kind": "var", "name": "seen", "type": "string", "scope": "session"},
                 {"kind": "var_set", "name": "keep", "var": "last_answer", "next": "count"},
                 {

@@ -549,7 +549,6 @@ class Projector:
             return None
         return Unit(anchor=n.sequence, last=last, messages=tuple(msgs), run=r)
 
-
     def _foreign_call_unit(self, n: CausalNode) -> Unit | None:
         """A foreign call with its result: an assistant message holding the call (its
         node id as the call id), then the tool message; without a result, nothing."""

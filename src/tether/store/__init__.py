@@ -116,6 +116,7 @@ async def _open_backend(url: str, **options: Any) -> Store:
         return await RedisStore.open(url, **options)
     if scheme == "logdir":
         from .examples import DirectoryBackend
+
         root, durable = _logdir(url)
         store = LogStore(DirectoryBackend(root, durable=durable), **options)
         store.url = url

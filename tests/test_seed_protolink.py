@@ -479,6 +479,15 @@ async def test_only_enabled_modules_are_reported_and_reset(store: Store) -> None
         assert got["stores"][0]["enabled"] is False and got["missing"] == ["flow"]
 
 
+def test_invoke_sync_shares_the_default_session_too(tmp_path: Path) -> None:
+    """Protolink's `sync.invoke()`: the same default session, without an event loop,
+    on a store that outlives the process (opened and closed per call)."""
+    agent = tether.Agent(None, tether.ScriptedModel.demo(), store=f"sqlite:///{tmp_path}/s.db")
+    agent.invoke_sync("My name is Alice.")
+    assert agent.invoke_sync("What is my name?") == "Your name is Alice."
+    assert agent.invoke_sync("What is my name?", "other") == "I don't know your name yet."
+
+
 @pytest.mark.parametrize("state", [None, ["conversation"], ["task", "flow"], []])
 async def test_without_the_conversation_module_each_turn_starts_cold(
     state: list[str] | None,

@@ -545,6 +545,10 @@ class Agent:
         """``step`` for scripts without an event loop (opens and closes a URL store per call)."""
         return self._run_sync(lambda: self.step(input, **kw))
 
+    def invoke_sync(self, message: Any, session_id: str | None = None, **kw: Any) -> Any:
+        """``invoke`` for scripts without an event loop (Protolink's ``sync.invoke()``)."""
+        return self._run_sync(lambda: self.invoke(message, session_id, **kw))
+
     def resume_sync(self, thread: str | None = None, **kw: Any) -> StepResult:
         return self._run_sync(lambda: self.resume(thread, **kw))
 

@@ -191,17 +191,17 @@ def is_foreign(node: CausalNode) -> bool:
     a tool call or result outside it (its payload has neither ``run`` nor ``call_id``)."""
     k = node.kind
     p = node.payload
+    if k in _FOREIGN_KINDS:
+        if not isinstance(p, dict):
+            return True
+        if is_erased(p):
+            return False
+        return not isinstance(p.get("run"), str) and not ("run" in p and p["run"] is None)
     if k in _FOREIGN_TOOL_KINDS:
         if not isinstance(p, dict):
             return True
-        return "run" not in p and "call_id" not in p and not is_erased(p)
-    if k not in _FOREIGN_KINDS:
-        return False
-    if not isinstance(p, dict):
-        return True
-    if is_erased(p):
-        return False
-    return not isinstance(p.get("run"), str) and not ("run" in p and p["run"] is None)
+        return "call_id" not in p and "run" not in p and not is_erased(p)
+    return False
 
 
 def _foreign_call_name(call: CausalNode) -> str | None:

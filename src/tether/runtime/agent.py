@@ -83,9 +83,9 @@ class Agent:
     makes such a step a thread of its own (named by its run id, as Protolink's external
     task falls back to its task id); True makes a fresh one for this Agent object
     (``"session_<hex>"``, ``agent.default_thread``), as Liman's agent keeps one session:
-    its steps without a thread continue it, another Agent object starts its own. ``invoke(message, session_id=None)`` is
-    Protolink's entry point: without a session it uses ``default_thread`` or
-    Protolink's shared ``"invocation_session_id"``.
+    its steps without a thread continue it, another Agent object starts its own.
+    ``invoke(message, session_id=None)`` is Protolink's entry point: without a session
+    it uses ``default_thread`` or Protolink's shared ``"invocation_session_id"``.
     """
 
     def __init__(

@@ -531,3 +531,176 @@ async def test_an_older_file_is_switched_to_incremental_vacuum(
     assert raw.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
     assert raw.execute("PRAGMA freelist_count").fetchone()[0] == 0  # freed, not kept
     raw.close()
+
+
+# -- finished runs older than a date leave the run index too ---------------------------
+
+FAR = "2999-01-01T00:00:00.000Z"
+
+
+async def _indexed_thread(store: Store, ns: str) -> Thread:
+    """Eight runs, each indexed as the runtime does (an entry when it starts, another when
+    it ends): run_0..run_4 finished (run_2 with a tool call and its result, run_3 failed),
+    run_5 answered with a tool call that never got a result, run_6 waiting for approval,
+    run_7 (the latest) finished; then a compaction that stands for all but the last."""
+    t = Thread(store, ns, "t")
+    await t.system("sys")
+    for i in range(8):
+        rid = f"run_{i}"
+        await t.goal(rid, f"q{i}")
+        await tasks.index_thread(store, ns, "t")
+        if i == 2:
+            await t.inference(rid, None, [("c2", "f", {})])
+            await t.result(rid, "c2", "r2", name="f")
+            await t.inference(rid, "a2")
+        elif i == 5:
+            await t.inference(rid, None, [("c5", "f", {})])  # no result, ever
+        elif i == 6:
+            await t.inference(rid, None, [("c6", "f", {})], needs_approval=True)
+        else:
+            await t.inference(rid, f"a{i}")
+        if i == 3:
+            await t.error(rid)
+        elif i != 6:
+            await t.answer(rid, f"a{i}")
+        await tasks.index_thread(store, ns, "t")
+    await compact(store, ns, "t", strategy="recent", max_messages=2, preserve_recent=1)
+    return t
+
+
+async def test_finished_before_takes_finished_runs_out_of_the_index(store: Store, ns: str) -> None:
+    from tether.control import export_snapshot, import_snapshot, verify_scope
+    from tether.core.errors import NotFound, RunPruned
+
+    await _indexed_thread(store, ns)
+    listed = [r.run for r in (await tasks.runs(store, namespace=ns, thread="t")).runs]
+    assert listed == [f"run_{i}" for i in range(8)]
+    versions = {r: len(await store.versions(ns, "thread:t", f"task:{r}")) for r in listed}
+    assert set(versions.values()) == {2}
+    done = await prune(store, ns, thread="t", keep_versions=1, finished_before=FAR)
+    cut = ["run_0", "run_1", "run_2", "run_3", "run_4"]
+    assert done.runs == len(cut)
+    # The listing forgets the runs cut; the open ones (an unfinished tool call, a pending
+    # approval) and the latest stay, each with every version of its entry but the finished.
+    page = await tasks.runs(store, namespace=ns, thread="t")
+    assert [r.run for r in page.runs] == ["run_5", "run_6", "run_7"]
+    assert (await tasks.runs(store, namespace=ns)).runs == page.runs  # across threads too
+    assert [len(await store.versions(ns, "thread:t", f"task:{r}")) for r in cut] == [0] * 5
+    for r in cut:
+        assert await store.resource_head(ns, "thread:t", f"task:{r}") is None
+    assert set(await store.resource_heads(ns, "thread:t", "task:")) == {
+        "task:run_5",
+        "task:run_6",
+        "task:run_7",
+    }
+    assert len(await store.versions(ns, "thread:t", "task:run_6")) == 2  # pending: untouched
+    assert len(await store.versions(ns, "thread:t", "task:run_5")) == 2  # an open call
+    assert len(await store.versions(ns, "thread:t", "task:run_7")) == 1
+    assert [p.call_id for p in await tasks.pending_approvals(store, ns, "t")] == []
+    assert (await tasks.task(store, ns, "t", "run_6")).status == "suspended"
+    # A run cut, asked for by id, says it was pruned; one that never was is plainly not found.
+    with pytest.raises(RunPruned) as e:
+        await tasks.task(store, ns, "t", "run_1")
+    assert e.value.code == "run_pruned" and e.value.details["record"] == done.record
+    assert isinstance(e.value, NotFound)
+    with pytest.raises(NotFound) as missing:
+        await tasks.task(store, ns, "t", "run_99")
+    assert not isinstance(missing.value, RunPruned)
+    # What remains verifies, exports and imports with the same ids, which say the same.
+    assert (await verify_scope(store, ns, "thread:t")).ok
+    data = await export_snapshot(store, ns, "thread:t")
+    await import_snapshot(store, ns, "thread:copy", data)
+    assert [n.id for n in await store.nodes(ns, "thread:copy")] == [
+        n.id for n in await store.nodes(ns, "thread:t")
+    ]
+    assert (await verify_scope(store, ns, "thread:copy")).ok
+    with pytest.raises(RunPruned):
+        await tasks.task(store, ns, "copy", "run_0")
+    # The record is small: ranges, the cut ids a node names, and 8-byte tags of the runs.
+    record = await store.resource_head(ns, "thread:t", PRUNE_KEY)
+    assert record is not None and record.payload["pruned"]["runs"]["count"] == len(cut)
+    assert (
+        await prune(store, ns, thread="t", keep_versions=1, finished_before=FAR, dry_run=True)
+    ).nodes == 0
+
+
+async def test_a_compacted_prune_keeps_the_runs_listed(store: Store, ns: str) -> None:
+    from tether.core.errors import RunPruned
+
+    await _indexed_thread(store, ns)
+    done = await prune(store, ns, thread="t")  # what the summary stands for, no date
+    assert done.runs == 5 and set(done.reasons) == {"compacted"}
+    # Their nodes are gone, their entries stay (the listing still says they ran) ...
+    page = await tasks.runs(store, namespace=ns, thread="t")
+    assert [r.run for r in page.runs] == [f"run_{i}" for i in range(8)]
+    with pytest.raises(RunPruned):
+        await tasks.task(store, ns, "t", "run_0")
+    # ... until a prune with a date takes them out, with the old versions of the rest.
+    later = await prune(store, ns, thread="t", keep_versions=1, finished_before=FAR)
+    assert later.reasons == {"finished_before": 10, "old_versions": 1}
+    page = await tasks.runs(store, namespace=ns, thread="t")
+    assert [r.run for r in page.runs] == ["run_5", "run_6", "run_7"]
+    with pytest.raises(RunPruned):
+        await tasks.task(store, ns, "t", "run_4")  # the first prune's record says so
+
+
+async def test_a_date_keeps_what_ended_after_it(store: Store, ns: str) -> None:
+    await _indexed_thread(store, ns)
+    nodes = await store.nodes(ns, "thread:t")
+    mid = next(n for n in nodes if n.kind == "answer" and n.payload["run"] == "run_1").created_at
+    # Ended at the same millisecond as run_1's answer or later: not before the date.
+    plan = plan_prune(
+        "thread:t",
+        nodes,
+        (await store.head(ns, "thread:t")).frontier,
+        compacted=False,
+        finished_before=mid,
+    )
+    ended_before = {
+        n.payload["run"]
+        for n in nodes
+        if n.kind in ("answer", "protocol_error") and n.created_at < mid
+    }
+    assert set(plan.runs) == ended_before - {"run_5", "run_6", "run_7"}
+
+
+async def test_a_store_cutting_a_keys_head_leaves_its_newest_version_left(
+    store: Store, ns: str
+) -> None:
+    from tether.core.graph import make_node
+
+    async def write(txn: Transaction, key: str, v: int) -> None:
+        await txn.append("thread:k", "resource", {"v": v}, resource_key=key)
+
+    for v in range(3):
+        await transact(store, ns, lambda txn, v=v: write(txn, "var:a", v))
+        await transact(store, ns, lambda txn, v=v: write(txn, "var:b", v))
+    await transact(store, ns, lambda txn: write(txn, "var:c", 0))
+    nodes = await store.nodes(ns, "thread:k")
+    a = [n for n in nodes if n.resource_key == "var:a"]
+    b = [n for n in nodes if n.resource_key == "var:b"]
+    head = await store.head(ns, "thread:k")
+    record = make_node(
+        "resource",
+        {"pruned": {}},
+        list(head.frontier),
+        sequence=head.sequence + 1,
+        resource_key=PRUNE_KEY,
+    )
+    # var:a loses its head (the older versions stay), var:b every version.
+    cut = [a[-1].sequence, *(n.sequence for n in b)]
+    await store.prune(ns, "thread:k", expected=head, sequences=cut, record=record)
+    got = await store.resource_head(ns, "thread:k", "var:a")
+    assert got is not None and got.id == a[-2].id
+    assert await store.resource_head(ns, "thread:k", "var:b") is None
+    assert sorted(await store.resource_heads(ns, "thread:k", "var:")) == ["var:a", "var:c"]
+    across = await store.resource_heads_across(ns, "var:", scope_prefix="thread:")
+    assert [(s, k, n.id) for s, k, n in across] == [
+        ("thread:k", "var:a", a[-2].id),
+        ("thread:k", "var:c", nodes[-1].id),
+    ]
+    assert [n.id for n in await store.versions(ns, "thread:k", "var:b")] == []
+    # A later write of the key cut whole starts it again.
+    await transact(store, ns, lambda txn: write(txn, "var:b", 9))
+    got = await store.resource_head(ns, "thread:k", "var:b")
+    assert got is not None and got.payload == {"v": 9}

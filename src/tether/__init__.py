@@ -18,6 +18,7 @@ from .core.errors import (
     InvalidSnapshot,
     NotFound,
     Overloaded,
+    RunPruned,
     StoreError,
     TetherError,
 )
@@ -137,6 +138,7 @@ __all__ = [
     "Overloaded",
     "PendingApproval",
     "RunError",
+    "RunPruned",
     "RunSuspendedError",
     "ScriptedModel",
     "Spec",

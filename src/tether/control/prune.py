@@ -8,29 +8,35 @@ What goes (``plan_prune``, pure, over the scope's nodes):
 
 * **what a summary stands for** (``compacted``, on by default): every node of a
   finished run (it has an answer or a protocol_error) that lies wholly at or before
-  the ``through`` of the current summary of every LLM node of the thread. A view
-  reads from its summary on, so none of them is shown again.
-* **old versions** (``keep_versions=N``): versions of variables (``var:``) and
-  memories (``semantic:``, not summaries, whose older versions undo a compaction),
-  and of the reads recorded for a memory's TTL (``ttl:``), older than the newest N.
+  the ``through`` of the current summary of every LLM node of the thread, with its
+  step records (``run:<run>:node:*``). A view reads from its summary on, so none of
+  them is shown again. Its run index entry stays: the runs listing still lists it.
+* **old versions** (``keep_versions=N``): versions of variables (``var:``), memories
+  (``semantic:``, not summaries, whose older versions undo a compaction), the reads
+  recorded for a memory's TTL (``ttl:``) and run index entries (``task:``, of a run
+  that is over), older than the newest N.
 * **finished runs older than a date** (``finished_before``): of a run finished
-  before it, the nodes no view shows (its tool_call and verification nodes); the rest
-  of it too when a summary stands for it (as ``compacted``).
+  before it, the nodes no view shows (its tool_call and verification nodes); when a
+  summary stands for it, all of it, and its run index entry, every version: the runs
+  listing no longer lists it (nor a run an earlier prune cut, once over before the date).
 
-What always stays: the frontier; the current version of every resource key (every
-variable, memory, system prompt, summary, run index entry, step record); every node
-of a run that is not finished, and of the thread's latest run (so a pending
-approval, an unfinished tool call and the execution state of the run in progress
-are never touched); anything outside a run. So every current projection (each LLM's
-view from its summary on, the variables, the memories, the run index and the runs
-that can still move) reads the same after a prune as before
-(tests/test_prune.py checks it over random threads).
+A run is touched only once it is over: it has an answer or a protocol_error and every
+tool call of it has a result (so nothing of it waits for approval or runs). What
+always stays: the frontier; the current version of every resource key (every
+variable, memory, system prompt, summary, step record and run index entry) but the
+index entries and step records of runs cut as above; every node of a run that is not
+over, and of the thread's latest run (so a pending approval, an unfinished tool call
+and the execution state of the run in progress are never touched); anything outside a
+run. So every current projection (each LLM's view from its summary on, the variables,
+the memories, the runs that can still move) reads the same after a prune as before
+(tests/test_prune.py checks it over random threads). A run cut, asked for by id,
+raises ``RunPruned`` (a ``NotFound``, code ``run_pruned``).
 
 The cut is committed as one node of the scope, kind ``resource`` and resource key
-``prune``: what was cut (the sequences, the ids of those a remaining node names as a
-parent, the count, the bytes, and a digest of the cut nodes: SHA-256 of their
-canonical snapshot form in sequence order), so ``verify`` still proves every node
-that remains and an export says what it lacks. The store removes the nodes, bumps the
+``prune``: what was cut (the sequences as ranges, the ids of those a remaining node
+names as a parent, the count, the bytes, a digest of the cut nodes: SHA-256 of their
+canonical snapshot form in sequence order, and the runs cut as 8-byte tags), so
+``verify`` still proves every node that remains and an export says what it lacks. The store removes the nodes, bumps the
 scope's generation (fenced like a reset: a writer that computed against the old
 head gets a ``Conflict``, and every process's kept views are read again) and appends
 the record, atomically: after a crash the scope is as before or as after.
@@ -38,6 +44,7 @@ the record, atomically: after a crash the scope is as before or as after.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import functools
 import hashlib
@@ -47,12 +54,14 @@ from typing import Any, Final
 
 from ..core import scopes
 from ..core.canonical import canonical_json
-from ..core.errors import Conflict, InvalidRequest
+from ..core.errors import Conflict, InvalidRequest, RunPruned
 from ..core.graph import CausalNode, make_node
 from ..core.validate import Pruned
 from ..projections.projection import SummaryContent, summary_key
 from ..projections.reads import read_nodes
+from ..projections.runs import STEP_PREFIX
 from ..store.base import Head, Store, check_name
+from .tasks import INDEX_PREFIX
 
 __all__ = [
     "PRUNE_KEY",
@@ -63,7 +72,9 @@ __all__ = [
     "prune_record_payload",
     "prune_selected",
     "pruned_of",
+    "pruned_run",
     "pruned_scope",
+    "record_cut_run",
 ]
 
 PRUNE_KEY: Final = "prune"  # resource key of a scope's prune records
@@ -84,6 +95,7 @@ class PrunePlan:
     payload_bytes: int = 0
     digest: str = ""
     reasons: dict[str, int] = field(default_factory=dict)  # reason -> nodes
+    runs: tuple[str, ...] = ()  # the runs whose goal it cuts
 
     @property
     def nodes(self) -> int:
@@ -164,9 +176,11 @@ def plan_prune(
     keep: set[int] = set()
     front = set(frontier)
     heads: dict[str, int] = {}
-    versions: dict[str, list[int]] = {}
+    versions: dict[str, list[CausalNode]] = {}
     runs: dict[str, list[CausalNode]] = {}
+    goals: set[str] = set()
     finished: set[str] = set()
+    calls: dict[str, str] = {}  # tool_call id -> its run, until a result names it
     latest: str | None = None
     for n in nodes:
         if n.id in front:
@@ -174,7 +188,7 @@ def plan_prune(
         rk = n.resource_key
         if rk is not None:
             heads[rk] = n.sequence
-            versions.setdefault(rk, []).append(n.sequence)
+            versions.setdefault(rk, []).append(n)
         r = _run(n)
         if r is None:
             if rk is None:
@@ -183,54 +197,91 @@ def plan_prune(
         runs.setdefault(r, []).append(n)
         if n.kind == "goal":
             latest = r
+            goals.add(r)
         elif n.kind in ("answer", "protocol_error"):
             finished.add(r)
+        elif n.kind == "tool_call":
+            calls[n.id] = r
+        elif n.kind == "tool_result":
+            for p in n.parents:
+                calls.pop(p, None)
+    open_calls = set(calls.values())
+    # A run prune may touch: its goal is here, it ended, and no tool call of it waits for
+    # a result (so nothing of it waits for approval or runs).
+    done = {r for r in goals if r in finished and r not in open_calls}
     keep.update(heads.values())
 
     cut: dict[int, str] = {}  # sequence -> reason
+    dropped: list[str] = []  # runs whose index entry goes, every version of it
     through = _through(nodes) if compacted or finished_before is not None else 0
     for r, members in runs.items():
-        if r not in finished or r == latest:
+        if r not in done or r == latest:
             continue
-        if not any(n.kind == "goal" for n in members):
-            continue  # a run whose goal this scope lacks (a fork's): not ours to judge
-        last = members[-1]
-        covered = through > 0 and last.sequence <= through
+        covered = through > 0 and members[-1].sequence <= through
         old = finished_before is not None and max(n.created_at for n in members) < finished_before
-        if compacted and covered:
+        if covered and (compacted or old):
+            why = "compacted" if compacted else "finished_before"
             for n in members:
-                cut.setdefault(n.sequence, "compacted")
-        elif old and covered:
-            for n in members:
-                cut.setdefault(n.sequence, "finished_before")
+                cut.setdefault(n.sequence, why)
+            if old:
+                dropped.append(r)
         elif old:
             for n in members:
                 if n.kind in _BOOKKEEPING:
                     cut.setdefault(n.sequence, "finished_before")
+    entries = {rk: vs for rk, vs in versions.items() if rk.startswith(INDEX_PREFIX)}
+    drop_keys = {INDEX_PREFIX + r for r in dropped}
+    # A run cut whole takes its step records (``run:<run>:node:*``) with it: only its
+    # own view reads them.
+    whole = {r for r, members in runs.items() if members[0].sequence in cut}
+    for rk in versions:
+        end = rk.find(":node:", len(STEP_PREFIX))
+        if rk.startswith(STEP_PREFIX) and end > 0 and rk[len(STEP_PREFIX) : end] in whole:
+            drop_keys.add(rk)
+    if finished_before is not None:
+        # An entry whose run an earlier prune cut (its goal is gone): out of the index
+        # too once that run ended before the date.
+        for rk, vs in entries.items():
+            r = rk[len(INDEX_PREFIX) :]
+            if r not in goals and _entry_done(vs[-1]) and vs[-1].created_at < finished_before:
+                drop_keys.add(rk)
+    for rk in drop_keys:
+        for n in versions.get(rk, ()):
+            cut.setdefault(n.sequence, cut.get(n.sequence) or "finished_before")
+            keep.discard(n.sequence)  # the head too: the key goes whole
     if keep_versions is not None:
-        for rk, seqs in versions.items():
-            if rk.startswith(_VERSIONED) and not rk.startswith(_SUMMARY):
-                for s in seqs[:-keep_versions]:
-                    cut.setdefault(s, "old_versions")
+        for rk, vs in versions.items():
+            if rk in drop_keys:
+                continue
+            if rk.startswith(INDEX_PREFIX):
+                r = rk[len(INDEX_PREFIX) :]
+                if not (r in done if r in goals else _entry_done(vs[-1])):
+                    continue  # a run that can still move keeps its entry's history
+            elif not rk.startswith(_VERSIONED) or rk.startswith(_SUMMARY):
+                continue
+            for n in vs[:-keep_versions]:
+                cut.setdefault(n.sequence, "old_versions")
     for s in keep:
         cut.pop(s, None)
-    # A version of a key, cut above as a member of a run: its key's head stays (kept).
-    if not cut:
-        return PrunePlan(scope=scope)
-    gone = [n for n in nodes if n.sequence in cut]
-    remaining_parents = {p for n in nodes if n.sequence not in cut for p in n.parents}
-    size = payload_size or (lambda n: len(canonical_json(n.payload)))
-    reasons: dict[str, int] = {}
-    for why in cut.values():
-        reasons[why] = reasons.get(why, 0) + 1
-    return PrunePlan(
-        scope=scope,
-        sequences=tuple(sorted(cut)),
-        parents_cut=tuple(sorted(n.id for n in gone if n.id in remaining_parents)),
-        payload_bytes=sum(size(n) for n in gone),
-        digest=digest(gone),
-        reasons=reasons,
+    for n in nodes:
+        if n.id in front:
+            cut.pop(n.sequence, None)  # the frontier always stays
+    # The runs whose goal goes (asked for by id, each says it was pruned).
+    gone_runs = sorted(
+        r for r, members in runs.items() if r in goals and members[0].sequence in cut
     )
+    return plan_selected(scope, nodes, cut, payload_size=payload_size, runs=gone_runs)
+
+
+def _entry_done(head: CausalNode) -> bool:
+    """Whether a run index entry (its head) says the run is over: completed or failed and
+    waiting for nothing, or taken out of the index."""
+    p = head.payload
+    if not isinstance(p, dict):
+        return False
+    if p.get("deleted") is True:
+        return True
+    return p.get("status") in ("completed", "failed") and not p.get("pending")
 
 
 def digest(nodes: Iterable[CausalNode]) -> str:
@@ -253,6 +304,49 @@ def ranges(sequences: Sequence[int]) -> list[list[int]]:
     return out
 
 
+def _run_tag(run: str) -> bytes:
+    """A run's 8-byte tag in a prune record: the start of the SHA-256 of its id."""
+    return hashlib.sha256(run.encode()).digest()[:8]
+
+
+def pack_runs(runs: Iterable[str]) -> dict[str, Any]:
+    """The runs a prune cut, as its record holds them: how many, and their tags (sorted,
+    base64) rather than their ids, 11 bytes a run (a run id is 28)."""
+    tags = sorted({_run_tag(r) for r in runs})
+    return {"count": len(tags), "sha256_64": base64.b64encode(b"".join(tags)).decode()}
+
+
+def record_cut_run(record: CausalNode, run: str) -> bool:
+    """Whether the prune ``record`` says it cut run ``run`` (its goal and all)."""
+    p = record.payload.get("pruned") if isinstance(record.payload, dict) else None
+    runs = p.get("runs") if isinstance(p, dict) else None
+    packed = runs.get("sha256_64") if isinstance(runs, dict) else None
+    if not isinstance(packed, str):
+        return False
+    try:
+        tags = base64.b64decode(packed, validate=True)
+    except ValueError:
+        return False
+    tag = _run_tag(run)
+    return any(tags[i : i + 8] == tag for i in range(0, len(tags) - 7, 8))
+
+
+async def pruned_run(store: Store, namespace: str, thread: str, run: str) -> RunPruned | None:
+    """The ``RunPruned`` error for run ``run`` of ``thread`` if a prune cut it, else None:
+    what a lookup of a run by id raises in place of a plain ``NotFound``."""
+    records = await store.versions(namespace, scopes.thread(thread), PRUNE_KEY, limit=1_000_000)
+    for r in reversed(records):
+        if record_cut_run(r, run):
+            return RunPruned(
+                f"run {run!r} of thread {thread!r} was pruned: its nodes are gone for good "
+                f"(prune record {r.id}, {r.created_at})",
+                thread=thread,
+                run=run,
+                record=r.id,
+            )
+    return None
+
+
 def prune_record_payload(plan: PrunePlan, options: Mapping[str, Any]) -> dict[str, Any]:
     """The payload of the ``prune`` record a prune commits."""
     return {
@@ -263,6 +357,7 @@ def prune_record_payload(plan: PrunePlan, options: Mapping[str, Any]) -> dict[st
             "payload_bytes": plan.payload_bytes,
             "digest": plan.digest,
             "reasons": dict(plan.reasons),
+            "runs": pack_runs(plan.runs),
         },
         "options": dict(options),
     }
@@ -279,6 +374,7 @@ class PruneResult:
     payload_bytes: int
     reasons: dict[str, int] = field(default_factory=dict)
     digest: str = ""
+    runs: int = 0  # runs whose goal it cut (asked for by id, each says it was pruned)
     record: str | None = None  # the id of the prune record committed (None: none)
     generation: int = 0  # the scope's generation after (a prune bumps it)
     operation: str = field(default="prune", init=False)
@@ -293,6 +389,7 @@ class PruneResult:
             "payload_bytes": self.payload_bytes,
             "reasons": dict(self.reasons),
             "digest": self.digest,
+            "runs": self.runs,
             "record": self.record,
             "generation": self.generation,
         }
@@ -307,6 +404,7 @@ class PruneResult:
             payload_bytes=data["payload_bytes"],
             reasons=dict(data.get("reasons", {})),
             digest=data.get("digest", ""),
+            runs=data.get("runs", 0),
             record=data.get("record"),
             generation=data.get("generation", 0),
         )
@@ -384,6 +482,7 @@ async def _cut(
         payload_bytes=plan.payload_bytes,
         reasons=plan.reasons,
         digest=plan.digest,
+        runs=len(plan.runs),
     )
     if dry_run or not plan.sequences:
         return result(dry_run=dry_run, generation=head.generation)
@@ -450,12 +549,21 @@ async def pruned_scope(store: Store, namespace: str, scope: str) -> Pruned:
     return pruned_of(await store.versions(namespace, scope, PRUNE_KEY, limit=1_000_000))
 
 
-def plan_selected(scope: str, nodes: Sequence[CausalNode], cut: Mapping[int, str]) -> PrunePlan:
-    """A ``PrunePlan`` of the nodes whose sequences are ``cut`` (sequence -> reason)."""
+def plan_selected(
+    scope: str,
+    nodes: Sequence[CausalNode],
+    cut: Mapping[int, str],
+    *,
+    payload_size: Any = None,
+    runs: Sequence[str] = (),
+) -> PrunePlan:
+    """A ``PrunePlan`` of the nodes whose sequences are ``cut`` (sequence -> reason);
+    ``runs``: the runs whose goal it cuts."""
     if not cut:
         return PrunePlan(scope=scope)
     gone = [n for n in nodes if n.sequence in cut]
     remaining_parents = {p for n in nodes if n.sequence not in cut for p in n.parents}
+    size = payload_size or (lambda n: len(canonical_json(n.payload)))
     reasons: dict[str, int] = {}
     for why in cut.values():
         reasons[why] = reasons.get(why, 0) + 1
@@ -463,9 +571,10 @@ def plan_selected(scope: str, nodes: Sequence[CausalNode], cut: Mapping[int, str
         scope=scope,
         sequences=tuple(sorted(cut)),
         parents_cut=tuple(sorted(n.id for n in gone if n.id in remaining_parents)),
-        payload_bytes=sum(len(canonical_json(n.payload)) for n in gone),
+        payload_bytes=sum(size(n) for n in gone),
         digest=digest(gone),
         reasons=reasons,
+        runs=tuple(runs),
     )
 
 

@@ -517,13 +517,17 @@ async def task(store: Store, namespace: str, thread: str, run: str | None = None
     scopes.thread(thread)
     with erased_placeholders(False):  # an erased run is KeyErased, never "no such run"
         states = await task_states(store, namespace, thread)
-    if not states:
-        raise NotFound(f"thread {thread!r} has no runs", thread=thread)
     if run is None:
+        if not states:
+            raise NotFound(f"thread {thread!r} has no runs", thread=thread)
         return states[-1]
     for t in states:
         if t.run == run:
             return t
+    from .prune import pruned_run
+
+    if (gone := await pruned_run(store, namespace, thread, run)) is not None:
+        raise gone
     raise NotFound(
         f"thread {thread!r} has no run {run!r}; list its runs with runs(thread=...)",
         thread=thread,

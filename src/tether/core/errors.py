@@ -134,6 +134,14 @@ class NotFound(TetherError):
     default_code = "not_found"
 
 
+class RunPruned(NotFound):
+    """The run asked for by id was pruned (``tether.control.prune``): its nodes are gone for
+    good. ``details``: the thread, the run and the ``record`` (the prune record's id) that
+    says so. A ``NotFound`` too (HTTP 404, code ``run_pruned``)."""
+
+    default_code = "run_pruned"
+
+
 class Conflict(TetherError):
     """Another writer moved the head (or a reset bumped the generation) since it was read.
 

@@ -26,9 +26,10 @@ from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response, StreamingResponse
 
 from .. import control
+from ..control.prune import pruned_run
 from ..control.types import MAX_PAGE, StateOperationRequest
 from ..core import scopes
-from ..core.errors import InvalidRequest
+from ..core.errors import InvalidRequest, NotFound
 from ..crypto import erased_placeholders
 from ..projections.execution import execution_view
 from ..store.base import check_name
@@ -271,8 +272,14 @@ def router() -> APIRouter:
     ) -> Response:
         at.request(run=run)  # validates all three
         assert at.thread is not None
-        with erased_placeholders():  # other runs may be erased; this one's erasure is a 410
-            view = await execution_view(await at.store(), at.namespace, at.thread, run)
+        store = await at.store()
+        try:
+            with erased_placeholders():  # other runs may be erased; this one's erasure is a 410
+                view = await execution_view(store, at.namespace, at.thread, run)
+        except NotFound:
+            if (gone := await pruned_run(store, at.namespace, at.thread, run)) is not None:
+                raise gone from None
+            raise
         return json_response(view.to_dict())
 
     @r.get(

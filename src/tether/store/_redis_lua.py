@@ -268,7 +268,8 @@ return out
 # Prune one scope: delete some of its nodes, bump its generation and append the record
 # that says what was cut, atomically (tether.control.prune).
 # KEYS: ns scopes zset, ns known zset, then the scope's 6 keys (as COMMIT's).
-# ARGV: expected generation, expected sequence, n, n x (seq, id, version member or ''),
+# ARGV: expected generation, expected sequence, n, n x (seq, id, version member or '',
+#   resource key or ''),
 #   payload bytes cut, k, k x (kind, count cut),
 #   record id, seq, blob, resource key, version member, payload bytes, frontier.
 # Returns {'ok', generation} or {'conflict', generation, sequence}.
@@ -282,19 +283,37 @@ if g ~= tonumber(ARGV[1]) or s ~= tonumber(ARGV[2]) then
   return {'conflict', g, s}
 end
 local n = tonumber(ARGV[3])
-local seqs, idl, members = {}, {}, {}
+local seqs, idl, members, keyed = {}, {}, {}, {}
 for i = 0, n - 1 do
-  local b = 4 + i * 3
+  local b = 4 + i * 4
   seqs[#seqs + 1] = ARGV[b]
   idl[#idl + 1] = ARGV[b + 1]
-  if ARGV[b + 2] ~= '' then members[#members + 1] = ARGV[b + 2] end
+  if ARGV[b + 2] ~= '' then
+    members[#members + 1] = ARGV[b + 2]
+    keyed[#keyed + 1] = b
+  end
 end
 if #seqs > 0 then
   multi('HDEL', nodes, {}, seqs)
   multi('HDEL', ids, {}, idl)
 end
 if #members > 0 then multi('ZREM', KEYS[8], {}, members) end
-local a = 4 + n * 3
+-- A key whose head was cut: its newest version left is its head (none: the key is gone).
+for i = 1, #keyed do
+  local b = keyed[i]
+  local rk, member = ARGV[b + 3], ARGV[b + 2]
+  if redis.call('HGET', KEYS[7], rk) == ARGV[b] then
+    local esc = string.sub(member, 1, #member - 12)
+    local left = redis.call('ZREVRANGEBYLEX', KEYS[8], '(' .. esc .. '\255', '[' .. esc, 'LIMIT', 0, 1)
+    if #left > 0 then
+      redis.call('HSET', KEYS[7], rk, tonumber(string.sub(left[1], #esc + 1)))
+    else
+      redis.call('HDEL', KEYS[7], rk)
+      redis.call('ZREM', KEYS[6], rk)
+    end
+  end
+end
+local a = 4 + n * 4
 redis.call('HINCRBY', meta, 'n', -n)
 redis.call('HINCRBY', meta, 'b', -tonumber(ARGV[a]))
 local k = tonumber(ARGV[a + 1])

@@ -314,7 +314,8 @@ class Store(ABC):
         writer that computed against the old head conflicts; ``record`` (sequence
         ``expected.sequence + 1``, the scope's frontier as parents) is the last node and
         the only head after it. Never the newest node (a head): a sequence is never
-        reused. All or nothing. Returns the new head. ``tether.control.prune`` plans it.
+        reused. A resource key whose head is cut has its newest version left as its
+        head (none left: the key is gone from ``resource_heads``). All or nothing. Returns the new head. ``tether.control.prune`` plans it.
         """
         check_name("namespace", namespace)
         check_name("scope", scope)

@@ -151,8 +151,17 @@ class MemoryStore(Store):
                     sc.by_id.pop(entry[0].id, None)
                     sc.nodes[i] = None
                     sc.holes += 1
-            for key, idxs in sc.versions.items():
-                sc.versions[key] = [i for i in idxs if i not in gone]
+            for key, idxs in list(sc.versions.items()):
+                left = [i for i in idxs if i not in gone]
+                if len(left) == len(idxs):
+                    continue
+                # A key's head cut: its newest version left is its head, none: no key.
+                if left:
+                    sc.versions[key] = left
+                    sc.heads[key] = left[-1]
+                else:
+                    del sc.versions[key]
+                    sc.heads.pop(key, None)
             sc.generation += 1
             idx = len(sc.nodes)
             sc.nodes.append(

@@ -522,6 +522,22 @@ class PostgresStore(Store):
                     row["sid"],
                     list(cut),
                 )
+                # A key whose head was cut: its newest version left is its head (none
+                # left: the key is gone).
+                gone = await conn.fetch(
+                    f"DELETE FROM {s['heads']} WHERE sid = $1 AND seq = ANY($2::bigint[])"
+                    " RETURNING key",
+                    row["sid"],
+                    list(cut),
+                )
+                if gone:
+                    await conn.execute(
+                        f"INSERT INTO {s['heads']} (sid, key, seq)"
+                        f" SELECT $1, rkey, max(seq) FROM {s['nodes']}"
+                        " WHERE sid = $1 AND rkey = ANY($2::text[]) GROUP BY rkey",
+                        row["sid"],
+                        [r["key"] for r in gone],
+                    )
                 await conn.execute(
                     f"UPDATE {s['scopes']} SET generation = generation + 1 WHERE sid = $1",
                     row["sid"],

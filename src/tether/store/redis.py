@@ -659,7 +659,7 @@ class RedisStore(Store):
             header, _, payload = blob.partition(b"\n")
             nid, kind, _, _, _, rk = orjson.loads(header)
             member = b"" if rk is None else _escape_key(rk) + str(seq).zfill(_SEQ_DIGITS).encode()
-            args += [seq, nid, member]
+            args += [seq, nid, member, "" if rk is None else rk]
             nbytes += len(payload)
             kinds[kind] = kinds.get(kind, 0) + 1
             removed += 1

@@ -32,7 +32,7 @@ from memory_helpers import Thread
 from tether import Transaction, transact
 from tether.control import tasks
 from tether.control.prune import PRUNE_KEY, plan_prune, prune
-from tether.core.errors import Conflict, InvalidRequest
+from tether.core.errors import Conflict, InvalidRequest, RunPruned
 from tether.projections import Buffer, Window, compact, conversation_view
 from tether.store.base import Store
 from tether.store.in_memory import MemoryStore
@@ -79,12 +79,22 @@ async def build(store: Store, runs: list[dict[str, Any]]) -> Thread:
                 await txn.semantic(t.scope, "memory", f"m{k % 2}", f"v{i}.{k}")
 
         await transact(store, NS, write)
+        await tasks.index_thread(store, NS, "t")  # the run index, as the runtime keeps it
         if r["compact"]:
             for llm in LLMS:
                 await compact(
                     store, NS, "t", llm=llm, strategy="recent", max_messages=2, preserve_recent=1
                 )
     return t
+
+
+async def _runs_cut(store: Store) -> set[str]:
+    from tether.control.prune import record_cut_run
+
+    record = await store.resource_head(NS, "thread:t", PRUNE_KEY)
+    if record is None:
+        return set()
+    return {f"run_{i}" for i in range(10) if record_cut_run(record, f"run_{i}")}
 
 
 async def run_ids(store: Store) -> list[Any]:
@@ -103,7 +113,10 @@ async def projections(store: Store, runs: list[Any]) -> dict[str, Any]:
                 v = await conversation_view(store, NS, "t", llm=llm, run=run, policy=pol)
                 out[f"{llm}/{run}/{pol.name}"] = (v.messages, v.kept, v.summary)
     heads = await store.resource_heads(NS, "thread:t")
-    out["heads"] = {k: n.id for k, n in heads.items() if k != PRUNE_KEY}
+    # The run index is checked on its own (a prune with a date takes entries out).
+    out["heads"] = {
+        k: n.id for k, n in heads.items() if k != PRUNE_KEY and not k.startswith("task:")
+    }
     if runs:
         out["task"] = (await tasks.task(store, NS, "t")).to_dict()
     out["pending"] = [p.to_dict() for p in await tasks.pending_approvals(store, NS, "t")]
@@ -130,9 +143,24 @@ def test_a_prune_leaves_every_current_projection(
         runs_before = await run_ids(store)
         before = await projections(store, runs_before)  # views kept from here on
         nodes_before = await store.nodes(NS, "thread:t")
+        listed = {r.run: r for r in (await tasks.runs(store, namespace=NS, thread="t")).runs}
         result = await prune(store, NS, thread="t", **options)
         after = await projections(store, runs_before)
         assert after == before
+        # A run that can still move (not over, waiting, a call without a result) stays
+        # listed as it was; one cut says so when asked for; one listed is there whole.
+        plan_runs = await _runs_cut(store)
+        now = {r.run: r for r in (await tasks.runs(store, namespace=NS, thread="t")).runs}
+        for run, entry in listed.items():
+            if entry.status in ("running", "suspended"):
+                assert now.get(run) == entry
+            if run in plan_runs:
+                with pytest.raises(RunPruned):
+                    await tasks.task(store, NS, "t", run)
+            else:
+                assert (await tasks.task(store, NS, "t", run)).status == entry.status
+            if run not in now:
+                assert run in plan_runs and options["finished_before"] is not None
         nodes_after = await store.nodes(NS, "thread:t")
         if result.nodes:
             # What was cut is what the plan said, every other node kept its id and place.

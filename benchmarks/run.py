@@ -614,6 +614,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="also run benchmarks/http_service.py (tether serve against its parts) "
         "[on for the default systems]",
     )
+    p.add_argument(
+        "--prune",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run benchmarks/prune.py (a long thread after compact + prune against a "
+        "fresh one) [on for the default systems]",
+    )
     p.add_argument("--setup-peers", action="store_true", help="build the peers venv and exit")
     p.add_argument("--keep-data", action="store_true", help="keep the stores in out/work")
     p.add_argument(
@@ -633,6 +640,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         args.agent_turn = args.systems == ",".join(ALL)
     if args.http is None:
         args.http = args.systems == ",".join(ALL)
+    if args.prune is None:
+        args.prune = args.systems == ",".join(ALL)
     if args.long_thread is None:
         args.long_thread = agent_turn.QUICK_LONG if args.quick else agent_turn.LONG
     chosen = {n.strip() for n in args.systems.split(",")}
@@ -776,6 +785,8 @@ def main(argv: list[str] | None = None) -> int:
     report(results, rj, peers_py, update=update)
     if args.http:
         http_service(out_dir, quick=args.quick, update=update)
+    if args.prune:
+        prune_bench(out_dir, quick=args.quick, update=update)
     log(f"done in {results['meta']['elapsed_s']:.0f} s")
     return 0
 
@@ -809,6 +820,17 @@ def http_service(out_dir: Path, *, quick: bool, update: bool) -> None:
     argv += ["--update-readme"] if update else []
     if subprocess.run(argv, check=False).returncode != 0:
         log("  http_service.py failed (its output is above)")
+
+
+def prune_bench(out_dir: Path, *, quick: bool, update: bool) -> None:
+    """benchmarks/prune.py in its own process: a long thread after compact + prune against
+    a fresh thread of the same messages; its table goes into its own README section."""
+    log("after compact + prune (benchmarks/prune.py) ...")
+    argv = [sys.executable, str(BENCH / "prune.py"), "--json", str(out_dir / "prune.json")]
+    argv += ["--quick"] if quick else []
+    argv += ["--update-readme"] if update else []
+    if subprocess.run(argv, check=False).returncode != 0:
+        log("  prune.py failed (its output is above)")
 
 
 # (turns, threads) of each replay: (A)'s first turns (short threads, 20 of them for a

@@ -1,0 +1,254 @@
+"""A long thread after compact + prune against a fresh thread of the same messages.
+
+    python benchmarks/prune.py                  # 1,000 turns, keeping 100 messages
+    python benchmarks/prune.py --quick          # smoke run, a few seconds
+    python benchmarks/prune.py --turns 10000    # a longer history
+
+Issue 43's goal: after compact + prune keeping 100 messages, the file and a cold load
+at most 1.2x a fresh thread holding the same 100 messages.
+
+* **long**: one agent (``tether.Agent``, ``Spec.single()``: the whole buffer, a
+  ``ScriptedModel`` answering 150 bytes to 150-byte user messages) runs ``--turns``
+  turns on one thread of a SQLite file of its own; then
+  ``compact_state(strategy="recent", max_messages=--keep)`` and
+  ``prune(keep_versions=1, finished_before=<now>)``: what the summary stands for, the
+  index entries of the runs cut and the old versions of the rest go.
+* **fresh**: the same agent runs the last ``--keep / 2`` turns (the same user
+  messages) on a thread of a new file: what a user who started there would hold.
+
+Both views are checked to hold the same messages (the run fails otherwise). Measured:
+each file's size (closed: the WAL checkpointed into it), its nodes (by kind) and
+payload bytes, and a cold load: a new process opens the store and reads the
+conversation view (``conversation_view``, the whole buffer), timed from the open to the
+view (imports aside), wall and CPU time, median of ``--cold-runs``, the two files
+alternating. ``--json FILE`` writes the figures; ``--update-readme`` rewrites the README
+section between ``<!-- prune-bench:start -->`` and ``<!-- prune-bench:end -->``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+README = ROOT / "README.md"
+START, END = "<!-- prune-bench:start -->", "<!-- prune-bench:end -->"
+NS, THREAD = "default", "t"
+ANSWER = ("It is sunny in Paris. " * 10)[:150]
+GOAL = 1.2  # issue 43: file and cold load at most 1.2x the fresh thread's
+
+
+def user_message(turn: int) -> str:
+    return (f"[user #{turn}] What is the weather in Paris? " + "x" * 200)[:150]
+
+
+def log(msg: str) -> None:
+    print(f"[prune] {msg}", file=sys.stderr, flush=True)
+
+
+def file_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+async def build(path: Path, first: int, last: int, *, keep: int | None) -> dict[str, Any]:
+    """Turns ``first`` .. ``last - 1`` on a new file; with ``keep``, compact and prune."""
+    import tether
+    from tether.control.prune import prune
+    from tether.core.canonical import canonical_json
+    from tether.models import Rule
+    from tether.projections import conversation_view
+
+    out: dict[str, Any] = {"turns": last - first}
+    async with await tether.open_store(f"sqlite:///{path}", durability="normal") as store:
+        agent = tether.Agent(
+            tether.Spec.single(),
+            tether.ScriptedModel([Rule(match=None, answer=ANSWER)], keep_requests=0),
+            store=store,
+        )
+        t = time.perf_counter()
+        for k in range(first, last):
+            r = await agent.step(user_message(k), thread=THREAD)
+            if r.answer != ANSWER:
+                raise AssertionError(f"unexpected answer {r.answer!r}")
+        out["build_s"] = round(time.perf_counter() - t, 2)
+        if keep is not None:
+            await agent.compact_state(THREAD, strategy="recent", max_messages=keep)
+            now = dt.datetime.now(dt.UTC).isoformat()
+            t = time.perf_counter()
+            done = await prune(store, NS, thread=THREAD, keep_versions=1, finished_before=now)
+            out["prune_ms"] = round((time.perf_counter() - t) * 1e3, 1)
+            out["prune"] = done.to_dict()
+        nodes = await store.nodes(NS, f"thread:{THREAD}", limit=10_000_000)
+        kinds: dict[str, list[int]] = {}
+        for n in nodes:
+            what = n.kind if n.resource_key is None else f"{n.kind} {n.resource_key.split(':')[0]}"
+            c = kinds.setdefault(what, [0, 0])
+            c[0] += 1
+            c[1] += len(canonical_json(n.payload))
+        out["nodes"] = len(nodes)
+        out["payload_bytes"] = sum(b for _, b in kinds.values())
+        out["kinds"] = {k: {"nodes": c, "payload_bytes": b} for k, (c, b) in sorted(kinds.items())}
+        view = await conversation_view(store, NS, THREAD, llm="agent")
+        out["messages"] = [m.get("content") for m in view.messages]
+        runs = await tether.control.tasks.runs(store, namespace=NS, thread=THREAD, limit=10_000)
+        out["runs_listed"] = len(runs.runs)
+    out["file_bytes"] = file_bytes(path)
+    return out
+
+
+COLD = r"""
+import asyncio, sys, time
+import tether
+from tether.projections import conversation_view
+
+async def main():
+    t, c = time.perf_counter(), time.process_time()
+    async with await tether.open_store(sys.argv[1]) as store:
+        view = await conversation_view(store, "default", "t", llm="agent")
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+    print(wall * 1e3, cpu * 1e3, len(view.messages))
+
+asyncio.run(main())
+"""
+
+
+def cold(paths: list[Path], runs: int) -> list[dict[str, Any]]:
+    """A cold load of each file in a new process, ``runs`` times, the files alternating."""
+    got: list[list[tuple[float, float, int]]] = [[] for _ in paths]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    for _ in range(runs):
+        for i, p in enumerate(paths):
+            r = subprocess.run(
+                [sys.executable, "-c", COLD, f"sqlite:///{p}"],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=env,
+            )
+            wall, cpu, n = r.stdout.split()
+            got[i].append((float(wall), float(cpu), int(n)))
+    return [
+        {
+            "wall_ms": round(statistics.median(w for w, _, _ in g), 2),
+            "cpu_ms": round(statistics.median(c for _, c, _ in g), 2),
+            "messages": g[0][2],
+            "runs": len(g),
+        }
+        for g in got
+    ]
+
+
+def run(turns: int, keep: int, cold_runs: int, tmp: Path) -> dict[str, Any]:
+    if keep % 2 or not 0 < keep <= 2 * turns:
+        raise SystemExit("--keep is an even number of messages, at most two a turn")
+    long_p, fresh_p = tmp / "long.db", tmp / "fresh.db"
+    log(f"long: {turns} turns, compact to {keep} messages, prune")
+    long = asyncio.run(build(long_p, 0, turns, keep=keep))
+    log(f"fresh: the last {keep // 2} turns on a new thread")
+    fresh = asyncio.run(build(fresh_p, turns - keep // 2, turns, keep=None))
+    if long["messages"] != fresh["messages"] or len(fresh["messages"]) != keep:
+        raise SystemExit("the pruned thread's view is not the fresh thread's: nothing to compare")
+    log(f"cold loads: {cold_runs} each")
+    long["cold"], fresh["cold"] = cold([long_p, fresh_p], cold_runs)
+    for side in (long, fresh):
+        side["messages"] = len(side["messages"])
+    return {
+        "turns": turns,
+        "keep_messages": keep,
+        "long": long,
+        "fresh": fresh,
+        "ratio": {
+            "file": round(long["file_bytes"] / fresh["file_bytes"], 3),
+            "cold_wall": round(long["cold"]["wall_ms"] / fresh["cold"]["wall_ms"], 3),
+            "cold_cpu": round(long["cold"]["cpu_ms"] / fresh["cold"]["cpu_ms"], 3),
+        },
+    }
+
+
+def markdown(res: dict[str, Any]) -> str:
+    lo, fr, ra = res["long"], res["fresh"], res["ratio"]
+    record = lo["kinds"].get("resource prune", {"payload_bytes": 0})["payload_bytes"]
+
+    def ok(x: float) -> str:
+        return f"{x:.2f}x" + ("" if x <= GOAL else " (over 1.2x)")
+
+    return "\n".join(
+        [
+            f"`{res['command']}`, {res['date']}, {res['machine']}:",
+            "",
+            f"| {res['turns']:,} turns, compacted to {res['keep_messages']} messages and pruned"
+            f" | pruned thread | fresh thread ({res['keep_messages'] // 2} turns) | ratio |",
+            "|---|---|---|---|",
+            f"| file (SQLite, closed) | {lo['file_bytes'] / 1024:.0f} KiB | "
+            f"{fr['file_bytes'] / 1024:.0f} KiB | {ok(ra['file'])} |",
+            f"| cold load: open + whole-buffer view, new process, median of "
+            f"{lo['cold']['runs']} | {lo['cold']['wall_ms']:.1f} ms | "
+            f"{fr['cold']['wall_ms']:.1f} ms | {ok(ra['cold_wall'])} |",
+            f"| the same, CPU time | {lo['cold']['cpu_ms']:.1f} ms | {fr['cold']['cpu_ms']:.1f} ms"
+            f" | {ok(ra['cold_cpu'])} |",
+            f"| nodes held (payload bytes) | {lo['nodes']:,} ({lo['payload_bytes'] / 1024:.0f} KiB)"
+            f" | {fr['nodes']:,} ({fr['payload_bytes'] / 1024:.0f} KiB) | |",
+            f"| runs listed | {lo['runs_listed']:,} | {fr['runs_listed']:,} | |",
+            "",
+            f"The prune cut {lo['prune']['nodes']:,} nodes ({lo['prune']['payload_bytes'] / 1024:.0f}"
+            f" KiB of payloads) and {lo['prune'].get('runs', 0):,} runs in {lo['prune_ms']:.0f} ms; its"
+            f" record holds {record / 1024:.1f} KiB (8 bytes of tag a run cut).",
+        ]
+    )
+
+
+def update_readme(section: str) -> None:
+    text = README.read_text()
+    if START not in text or END not in text:
+        raise SystemExit(f"README.md has no {START} ... {END} section")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    README.write_text(f"{head}{START}\n{section}\n{END}{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="60 turns, 20 messages: a smoke run")
+    p.add_argument("--turns", type=int, default=1000)
+    p.add_argument("--keep", type=int, default=100, help="messages kept by the compaction")
+    p.add_argument("--cold-runs", type=int, default=5)
+    p.add_argument("--json", type=Path, metavar="FILE")
+    p.add_argument("--update-readme", action="store_true")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.turns, args.keep, args.cold_runs = 60, 20, 1
+    tmp = Path(tempfile.mkdtemp(prefix="tether-prune-bench-"))
+    try:
+        res = run(args.turns, args.keep, args.cold_runs, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    res = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python benchmarks/prune.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end",
+        **res,
+    }
+    md = markdown(res)
+    print(md)
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=2))
+    if args.update_readme:
+        update_readme(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

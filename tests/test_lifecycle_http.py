@@ -161,3 +161,84 @@ async def test_a_pruned_thread_lists_the_nodes_it_holds(store: Store, ns: str) -
         row["size_bytes"] == one.payload_bytes == (await store.stats(ns, "thread:t")).payload_bytes
     )
     assert row["last_activity"] == one.last_activity == held[-1].created_at
+
+
+async def test_gc_over_http_exports_to_the_servers_directory(
+    store: Store, ns: str, tmp_path: Any
+) -> None:
+    from pathlib import Path
+
+    from tether.control.retention import set_retention
+
+    await _thread(store, ns, "old", OLD)
+    await _thread(store, ns, "fresh")
+    nodes = [n.to_dict() for n in await store.nodes(ns, "thread:old")]
+    await set_retention(store, ns, idle_thread_days=30, export_idle_threads=True)
+    # A server without an export directory refuses, typed, and deletes nothing.
+    bare = create_app(store, tokens=Tokens.single(TOKEN))
+    async with Client("http://t", TOKEN, transport=httpx.ASGITransport(app=bare)) as c:
+        with pytest.raises(InvalidRequest) as e:
+            await c.gc(namespace=ns)
+        assert e.value.details["field"] == "export_dir" and "--gc-export-dir" in e.value.message
+        assert (await c.gc(dry_run=True, namespace=ns)).deleted == ("thread:old",)
+    assert (await store.head(ns, "thread:old")).sequence == 2
+    # One started with it writes each idle thread's snapshot there, then deletes it.
+    folder = tmp_path / "exports"
+    app = create_app(store, tokens=Tokens.single(TOKEN), gc_export_dir=folder)
+    async with Client("http://t", TOKEN, transport=httpx.ASGITransport(app=app)) as c:
+        done = await c.gc(namespace=ns)
+    assert done.deleted == ("thread:old",) and done.erased == ()
+    (path,) = [Path(p) for p in done.exported]
+    assert path == folder / ns / "old.g0.json"
+    assert (await store.head(ns, "thread:old")).sequence == 0
+    assert (await store.head(ns, "thread:fresh")).sequence == 2
+    await control.import_snapshot(store, ns, "thread:back", path)
+    assert [n.to_dict() for n in await store.nodes(ns, "thread:back")] == nodes
+
+
+def test_tether_serve_takes_a_gc_export_dir(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from tether.cli import main
+
+    r = CliRunner().invoke(main, ["serve", "--help"])
+    assert r.exit_code == 0 and "--gc-export-dir" in r.stdout
+    from tether.server import cli as server_cli
+
+    app = server_cli._app(
+        {
+            "store_url": "memory://",
+            "tokens_file": None,
+            "agent_ref": None,
+            "max_body": 1 << 20,
+            "inspector": False,
+            "trace_url": None,
+            "max_inflight": 8,
+            "queue_timeout": 1.0,
+            "anonymous": "state.gc",
+            "anonymous_remote": False,
+            "gc_export_dir": str(tmp_path / "x"),
+        }
+    )
+    assert app.state.tether.gc_export_dir == tmp_path / "x"
+
+
+async def test_a_pruned_run_over_http_is_a_typed_404(store: Store, ns: str) -> None:
+    from test_prune import FAR, _indexed_thread
+    from tether.core.errors import NotFound, RunPruned
+
+    await _indexed_thread(store, ns)
+    await control.prune(store, ns, thread="t", keep_versions=1, finished_before=FAR)
+    app = create_app(store, tokens=Tokens.single(TOKEN))
+    async with Client("http://t", TOKEN, transport=httpx.ASGITransport(app=app)) as c:
+        gone = await c._http.get(f"/v1/ns/{ns}/threads/t/runs/run_0")
+        assert gone.status_code == 404 and gone.json()["code"] == "run_pruned"
+        assert gone.json()["details"]["record"]
+        never = await c._http.get(f"/v1/ns/{ns}/threads/t/runs/run_99")
+        assert never.status_code == 404 and never.json()["code"] == "not_found"
+        kept = await c._http.get(f"/v1/ns/{ns}/threads/t/runs/run_6")
+        assert kept.status_code == 200
+    from tether.client import error_from_response
+
+    err = error_from_response(404, gone.json())
+    assert isinstance(err, RunPruned) and isinstance(err, NotFound)

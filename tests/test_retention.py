@@ -495,3 +495,27 @@ def test_the_cli_exports_then_deletes(tmp_path: Path) -> None:
     (r,) = done["namespaces"]
     assert r["deleted"] == ["thread:old"]
     assert r["exported"] == [str(tmp_path / "out" / "default" / "old.g0.json")]
+
+
+async def test_export_gc_skips_an_erased_thread_and_says_so(tmp_path: Path) -> None:
+    # An encrypted store: a thread bound to a user the user's erasure made unreadable has
+    # no snapshot to write; gc skips it (reported as erased, kept) and goes on.
+    from tether.crypto import MasterKey, bind_thread, erase_user
+
+    store = await tether.open_store(f"sqlite:///{tmp_path / 'enc.db'}", cipher=MasterKey.generate())
+    try:
+        for name in ("gone", "old"):
+            await bind_thread(store, "ns", name, f"u-{name}")
+            await _thread(store, "ns", name, OLD)
+        await erase_user(store, "ns", "u-gone")
+        await set_retention(store, "ns", idle_thread_days=30, export_idle_threads=True)
+        (r,) = await control.gc(store, "ns", export_dir=tmp_path / "out")
+        assert r.deleted == ("thread:old",) and r.erased == ("thread:gone",)
+        assert [Path(p).name for p in r.exported] == ["old.g0.json"]
+        assert r.to_dict()["erased"] == ["thread:gone"]
+        assert type(r).from_dict(r.to_dict()) == r
+        assert (await store.head("ns", "thread:gone")).sequence == 2  # kept as it was
+        assert (await store.head("ns", "thread:old")).sequence == 0
+        assert sorted(p.name for p in (tmp_path / "out" / "ns").iterdir()) == ["old.g0.json"]
+    finally:
+        await store.close()

@@ -988,6 +988,8 @@ def gc(
                 c.print(f"  exported to {path}")
             for scope in r.moved:
                 c.print(f"  {scope} (written meanwhile: kept)")
+            for scope in r.erased:
+                c.print(f"  {scope} (erased: nothing to export, kept)")
             if r.forgotten:
                 c.print(f"  {len(r.forgotten)} memory item(s) past their TTL forgotten")
 

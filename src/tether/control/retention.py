@@ -44,7 +44,7 @@ from urllib.parse import quote
 
 from ..core import scopes
 from ..core.erased import erased_placeholders
-from ..core.errors import Conflict, InvalidRequest, InvalidSnapshot, StoreError
+from ..core.errors import Conflict, InvalidRequest, InvalidSnapshot, KeyErased, StoreError
 from ..projections.recall_index import vector_table
 from ..projections.semantic import (
     REFRESH_EVERY_S,
@@ -146,6 +146,9 @@ class GcResult:
     moved: tuple[str, ...] = ()  # idle when read, written since: kept
     forgotten: tuple[str, ...] = ()  # "<scope>/<type>:<key>": memories past their TTL
     exported: tuple[str, ...] = ()  # the snapshot files written (one per deleted thread)
+    # Idle, to be exported, but erased (its owner's key destroyed: no snapshot can be
+    # written): skipped, kept as it is.
+    erased: tuple[str, ...] = ()
     dry_run: bool = False
     operation: str = field(default="gc", init=False)
 
@@ -159,6 +162,7 @@ class GcResult:
             "moved": list(self.moved),
             "forgotten": list(self.forgotten),
             "exported": list(self.exported),
+            "erased": list(self.erased),
             "dry_run": self.dry_run,
         }
 
@@ -172,6 +176,7 @@ class GcResult:
             moved=tuple(data.get("moved", ())),
             forgotten=tuple(data.get("forgotten", ())),
             exported=tuple(data.get("exported", ())),
+            erased=tuple(data.get("erased", ())),
             dry_run=bool(data.get("dry_run", False)),
         )
 
@@ -358,13 +363,18 @@ async def _gc_namespace(
     deleted: list[str] = []
     moved: list[str] = []
     exported: list[str] = []
+    erased: list[str] = []
     for scope, head in idle:
         if dry_run:
             deleted.append(scope)
             continue
         path = None
         if folder is not None:
-            path = await _export_checked(store, ns, scope, head, folder)
+            try:
+                path = await _export_checked(store, ns, scope, head, folder)
+            except KeyErased:
+                erased.append(scope)  # nothing left to export: skipped, said so
+                continue
             if path is None:
                 moved.append(scope)  # written while it was exported: not idle, kept
                 continue
@@ -388,6 +398,7 @@ async def _gc_namespace(
         deleted=tuple(deleted),
         moved=tuple(moved),
         exported=tuple(exported),
+        erased=tuple(erased),
         dry_run=dry_run,
     )
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import pathlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,6 +76,7 @@ class Server:
         tokens: Tokens,
         agent: Agent | AgentFactory | None = None,
         cipher: Any = None,
+        gc_export_dir: pathlib.Path | None = None,
     ) -> None:
         if isinstance(store, Store):
             self._store: Store | None = store
@@ -85,6 +87,9 @@ class Server:
         self.cipher = cipher  # for a store opened from its URL (open_store's cipher=)
         self.tokens = tokens
         self.agent = agent
+        # Where POST /gc writes each idle thread's snapshot before deleting it (a
+        # directory of this machine: tether serve --gc-export-dir); None: no export.
+        self.gc_export_dir = gc_export_dir
         self._agents: OrderedDict[str, Agent] = OrderedDict()
 
     @property

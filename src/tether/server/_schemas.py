@@ -353,6 +353,10 @@ PRUNE_RESULT: Final = _object(
         "payload_bytes": _COUNT,
         "reasons": {"type": "object", "additionalProperties": _COUNT},
         "digest": _STR,
+        "runs": {
+            **_COUNT,
+            "description": "Runs whose goal it cut: asked for by id, each is RunPruned.",
+        },
         "record": _nullable(_NODE_ID),
         "generation": _COUNT,
     },
@@ -452,12 +456,14 @@ GC_RESULT: Final = _object(
         "moved": _array(_STR),
         "forgotten": _array(_STR),
         "exported": _array(_STR),
+        "erased": _array(_STR),
         "dry_run": _BOOL,
     },
     required=("operation", "namespace", "now", "policy", "deleted", "moved", "forgotten"),
     description=(
         "GcResult: the idle threads deleted (or, dry_run, that would be), those written "
-        "meanwhile and kept (moved), the memories past their TTL forgotten."
+        "meanwhile and kept (moved), the memories past their TTL forgotten; exporting, the "
+        "snapshots written and the threads skipped as erased (nothing left to export)."
     ),
 )
 

@@ -30,6 +30,7 @@ statuses in one place (``_http.status_for``) with the body ``err.to_dict()``.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -98,6 +99,7 @@ def create_app(
     trace_url: str | None = None,
     max_inflight: int = DEFAULT_MAX_INFLIGHT,
     queue_timeout: float = DEFAULT_QUEUE_TIMEOUT,
+    gc_export_dir: str | os.PathLike[str] | None = None,
 ) -> FastAPI:
     """The ASGI app serving ``store`` (a ``Store``, kept open, or a URL, opened and closed here).
 
@@ -114,6 +116,10 @@ def create_app(
     run recorded while tracing to its trace (docs/telemetry.md). ``max_inflight``: API
     requests served at once, the rest waiting in arrival order, each at most
     ``queue_timeout`` seconds before a 503 with Retry-After (``limits.Admission``).
+    ``gc_export_dir``: a directory of this machine where ``POST /gc`` writes each idle
+    thread's snapshot (fsynced and checked) before deleting it, as ``tether gc
+    --export-dir``; without it a gc whose policy exports idle threads is refused (400,
+    field ``export_dir``), nothing deleted.
     """
     if trace_url is not None and (
         not isinstance(trace_url, str) or not _TRACE_URL.fullmatch(trace_url)
@@ -148,7 +154,17 @@ def create_app(
             "not): open it with open_store(url, cipher=...)",
             field="cipher",
         )
-    server = Server(store, tokens=known, agent=agent, cipher=cipher)
+    if gc_export_dir is not None and not isinstance(gc_export_dir, str | os.PathLike):
+        raise InvalidRequest(
+            f"gc_export_dir is a directory path, got {gc_export_dir!r}", field="gc_export_dir"
+        )
+    server = Server(
+        store,
+        tokens=known,
+        agent=agent,
+        cipher=cipher,
+        gc_export_dir=None if gc_export_dir is None else Path(gc_export_dir),
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -178,6 +178,13 @@ def server_tokens(tokens_file: str | None, env: Mapping[str, str]) -> Any:
     "http://localhost:16686/trace/{trace_id}): the inspector links traced runs to it.",
 )
 @click.option(
+    "--gc-export-dir",
+    metavar="DIR",
+    type=click.Path(file_okay=False, writable=True),
+    help="POST /gc writes each idle thread's snapshot here (DIR/<namespace>/, fsynced and "
+    "checked) before deleting it; without it a policy that exports idle threads is refused.",
+)
+@click.option(
     "--log-level",
     default="info",
     show_default=True,
@@ -201,6 +208,7 @@ def serve(
     anonymous_namespace: str | None,
     no_inspector: bool,
     trace_url: str | None,
+    gc_export_dir: str | None,
     log_level: str,
 ) -> None:
     """Serve the control plane over HTTP, and the inspector at /.
@@ -226,6 +234,7 @@ def serve(
         "anonymous": anonymous,
         "anonymous_remote": anonymous_remote,
         "anonymous_namespace": anonymous_namespace,
+        "gc_export_dir": gc_export_dir,
     }
     try:
         # Built here for one process; with workers, built here only to refuse a bad
@@ -309,6 +318,7 @@ def _app(options: Mapping[str, Any]) -> Any:
         trace_url=options["trace_url"],
         max_inflight=options["max_inflight"],
         queue_timeout=options["queue_timeout"],
+        gc_export_dir=options.get("gc_export_dir"),
     )
 
 

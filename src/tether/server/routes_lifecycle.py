@@ -159,10 +159,13 @@ def router() -> APIRouter:
             "Deletes the threads idle longer than the policy's idle_thread_days (each only "
             "if no turn came since it was read: those are listed as moved) and forgets the "
             "memories past memory_ttl_days. dry_run: what would go, nothing changed. "
-            "Without a policy nothing is done (policy fields null). A policy that exports "
-            "idle threads before deleting them needs `tether gc --export-dir` (a directory "
-            "of the machine that runs it): here it is a 400 (field export_dir), nothing "
-            "deleted. Needs the grant `state.gc`; safe to call from several places at once."
+            "Without a policy nothing is done (policy fields null). On a server started with "
+            "`tether serve --gc-export-dir DIR`, each idle thread's snapshot is written to "
+            "DIR/<namespace>/ (fsynced, read back and checked) before the thread is deleted "
+            "(the files are listed as exported; a thread whose payloads were erased is "
+            "skipped and listed as erased). A policy that exports idle threads on a server "
+            "without one is a 400 (field export_dir), nothing deleted. Needs the grant "
+            "`state.gc`; safe to call from several places at once."
         ),
         dependencies=gc_grant,
         openapi_extra=request_body("GcRequest", required=False),
@@ -179,9 +182,25 @@ def router() -> APIRouter:
         now = body.get("now")
         if now is not None and not isinstance(now, str):
             raise InvalidRequest(f"now is an ISO 8601 time, got {now!r}", field="now")
-        results = await control.gc(
-            await at.store(), at.namespace, now=now, dry_run=_flag(body, "dry_run")
-        )
+        try:
+            results = await control.gc(
+                await at.store(),
+                at.namespace,
+                now=now,
+                dry_run=_flag(body, "dry_run"),
+                export_dir=at.server.gc_export_dir,
+            )
+        except InvalidRequest as e:
+            if e.details.get("field") != "export_dir":
+                raise
+            raise InvalidRequest(
+                f"namespace {at.namespace!r} exports idle threads before deleting them, and "
+                "this server has no export directory: start it with `tether serve "
+                "--gc-export-dir DIR` (or run `tether gc --export-dir DIR` where the store "
+                "is); nothing was deleted",
+                field="export_dir",
+                namespace=at.namespace,
+            ) from None
         if results:
             return json_response(results[0].to_dict())
         none = ret.GcResult(

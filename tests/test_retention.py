@@ -519,3 +519,64 @@ async def test_export_gc_skips_an_erased_thread_and_says_so(tmp_path: Path) -> N
         assert sorted(p.name for p in (tmp_path / "out" / "ns").iterdir()) == ["old.g0.json"]
     finally:
         await store.close()
+
+
+async def test_mcp_reads_refresh_ttls_where_the_policy_says(
+    store: Store, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # tether mcp's read tools (read_graph, search_nodes, open_nodes, recall) restart the
+    # TTL of what they return, as semantic_memory does, where the namespace says so.
+    from tether.control.retention import TOUCH_PREFIX
+    from tether.mcp.tools import Memory, call_tool
+    from tether.models.embeddings import HashingEmbedder
+    from tether.projections import semantic
+
+    monkeypatch.setattr(semantic, "REFRESH_EVERY_S", -60.0)  # record every read, even now
+    m = Memory(store=store, namespace=ns, scope="user:ada", embedder=HashingEmbedder)
+
+    async def call(name: str, **args: Any) -> Any:
+        r = await call_tool(m, name, args)
+        assert not r.is_error, r.error
+        return r.structured
+
+    async def touched() -> dict[str, Any]:
+        heads = await store.resource_heads(ns, "user:ada", TOUCH_PREFIX)
+        return {k.removeprefix(TOUCH_PREFIX): n.payload["version"] for k, n in heads.items()}
+
+    def person(name: str, *obs: str) -> dict[str, Any]:
+        return {"name": name, "entityType": "person", "observations": list(obs)}
+
+    await call(
+        "create_entities", entities=[person("Bob", "likes tea"), person("Ann"), person("Cy")]
+    )
+    await call(
+        "create_relations", relations=[{"from": "Bob", "to": "Ann", "relationType": "knows"}]
+    )
+    await call("remember", key="diet", content="no peanuts")  # the agent's own: reserved
+    heads = await store.resource_heads(ns, "user:ada", "semantic:")
+    bob, ann, cy = (f'semantic:kg_entity:"{n}"' for n in ("Bob", "Ann", "Cy"))
+    knows = 'semantic:kg_relation:["Bob","knows","Ann"]'
+    await call("read_graph")
+    assert await touched() == {}  # no policy: a plain read
+    await set_retention(store, ns, memory_ttl_days=30)
+    await call("open_nodes", names=["Bob"])
+    assert await touched() == {}  # a TTL, not refreshed on read
+    await set_retention(store, ns, memory_ttl_days=30, memory_ttl_refresh_on_read=True)
+    await call("open_nodes", names=["Bob"])  # Bob and the relation from him
+    assert await touched() == {bob: heads[bob].id, knows: heads[knows].id}
+    await call("search_nodes", query="cy")
+    assert set(await touched()) == {bob, knows, cy}
+    await call("read_graph")
+    assert set(await touched()) == {bob, knows, cy, ann}
+    if store.__class__.__name__ == "MemoryStore":  # recall's vectors: one backend is enough
+        await call("create_entities", entities=[person("Dee", "drinks tea")])
+        hits = (await call("recall", query="tea", k=10))["memories"]
+        assert {h["type"] for h in hits} == {"agent_memory", "kg_entity", "kg_relation"}
+        dee = 'semantic:kg_entity:"Dee"'
+        now = await touched()
+        assert now[dee] == (await store.resource_head(ns, "user:ada", dee)).id  # type: ignore[union-attr]
+        assert not [k for k in now if "agent_memory" in k]  # reserved: never expires
+    # A memory forgotten since it was read is never brought back by the refresh.
+    await call("delete_entities", entityNames=["Cy"])
+    assert (await call("open_nodes", names=["Cy"]))["entities"] == []
+    assert (await call("search_nodes", query="cy"))["entities"] == []

@@ -204,6 +204,8 @@ class KnowledgeGraph:
         self.store = store
         self.namespace = namespace
         self.scope = scope
+        # What the latest read found: resource key -> id of the version read.
+        self._read: dict[str, str] = {}
 
     async def _txn(self, fn: Any) -> Any:
         return await transact(self.store, self.namespace, fn, vocabulary=VOCABULARY)
@@ -433,10 +435,19 @@ class KnowledgeGraph:
                 namespace=self.namespace,
                 scope=self.scope,
             )
+        self._read = {k: n.id for k, n in (*ents.items(), *rels.items())}
         return Graph(
             entities=_ordered(ents.values(), _entity),
             relations=_ordered(rels.values(), _relation),
         )
+
+    def versions_read(self, g: Graph) -> dict[str, str]:
+        """The memories behind ``g`` (a result of this object's latest read): resource
+        key -> the id of the version read, what a TTL refresh records
+        (``tether.projections.semantic.refresh_memories``)."""
+        keys = [_ENTITY_PREFIX + entity_key(e["name"]) for e in g.entities]
+        keys += [_RELATION_PREFIX + relation_key(r) for r in g.relations]
+        return {k: self._read[k] for k in keys if k in self._read}
 
     async def search_nodes(self, query: Any) -> Graph:
         """Entities whose name, type or an observation contains ``query`` (case folded

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..core.errors import InvalidRequest, TetherError
+from ..core.graph import semantic_key
 from ..projections.agent_memory import AgentMemory, MemoryVersion
 from ..projections.errors import InvalidArguments, NothingToUndo
 from ..store.base import Store
@@ -248,19 +249,42 @@ def _graph(g: Graph) -> ToolResult:
     return ToolResult(text=graph_text(g), structured=g.to_dict())
 
 
+async def _refresh(m: Memory, read: Mapping[str, str]) -> None:
+    """Restart the TTL of the memories a read tool returned (resource key -> the id of the
+    version returned), where the namespace's retention says a read refreshes it
+    (``memory_ttl_refresh_on_read``, as LangGraph's ``refresh_on_read``); never bringing
+    back one forgotten meanwhile (``refresh_memories``)."""
+    from ..projections.semantic import RESERVED_TYPES, refresh_memories, refresh_on_read
+
+    mine = {
+        k: v for k, v in read.items() if k.split(":", 2)[1] not in RESERVED_TYPES
+    }  # the TTL forgets no reserved type
+    if mine and await refresh_on_read(m.store, m.namespace):
+        await refresh_memories(m.store, m.namespace, m.scope, mine)
+
+
 async def _read_graph(m: Memory, a: Mapping[str, Any]) -> ToolResult:
     _only(a)
-    return _graph(await m.graph.read_graph())
+    kg = m.graph
+    g = await kg.read_graph()
+    await _refresh(m, kg.versions_read(g))
+    return _graph(g)
 
 
 async def _search_nodes(m: Memory, a: Mapping[str, Any]) -> ToolResult:
     _only(a, "query")
-    return _graph(await m.graph.search_nodes(_args(a, "query")))
+    kg = m.graph
+    g = await kg.search_nodes(_args(a, "query"))
+    await _refresh(m, kg.versions_read(g))
+    return _graph(g)
 
 
 async def _open_nodes(m: Memory, a: Mapping[str, Any]) -> ToolResult:
     _only(a, "names")
-    return _graph(await m.graph.open_nodes(_args(a, "names")))
+    kg = m.graph
+    g = await kg.open_nodes(_args(a, "names"))
+    await _refresh(m, kg.versions_read(g))
+    return _graph(g)
 
 
 _W: Final = ("memory.write",)
@@ -449,6 +473,7 @@ async def _recall(m: Memory, a: Mapping[str, Any]) -> ToolResult:
         raise InvalidArguments("query: a non-empty text", field="query")
     k = _int(a, "k", 5, 1, 50)
     hits = await recall(m.store, m.namespace, m.scope, query, embedder=m.embedder(), k=k)
+    await _refresh(m, {semantic_key(h.type, h.key): h.node for h in hits})
     return _result(
         {
             "memories": [

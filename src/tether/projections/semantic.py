@@ -27,7 +27,14 @@ from ..core.vocab import DEFAULT_VOCABULARY, RESERVED_NODE_TYPES, Vocabulary
 from ..store.base import Store, check_name
 from ..store.txn import Transaction, transact
 
-__all__ = ["RESERVED_TYPES", "forget", "refresh_memories", "remember", "semantic_memory"]
+__all__ = [
+    "RESERVED_TYPES",
+    "forget",
+    "refresh_memories",
+    "refresh_on_read",
+    "remember",
+    "semantic_memory",
+]
 
 RESERVED_TYPES = frozenset(t.name for t in RESERVED_NODE_TYPES)
 # The resource key of a namespace's retention policy, in its app scope
@@ -85,13 +92,13 @@ async def semantic_memory(
             read[rk] = node.id
     if read and refresh_ttl is not False:
         if refresh_ttl is None:
-            refresh_ttl = await _refresh_on_read(store, namespace)
+            refresh_ttl = await refresh_on_read(store, namespace)
         if refresh_ttl:
             await refresh_memories(store, namespace, scope, read)
     return out
 
 
-async def _refresh_on_read(store: Store, namespace: str) -> bool:
+async def refresh_on_read(store: Store, namespace: str) -> bool:
     """Whether the namespace's retention policy (``tether.control.retention``) has a
     memory TTL refreshed on read."""
     node = await store.resource_head(namespace, scopes.APP, RETENTION_KEY)

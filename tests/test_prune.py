@@ -732,3 +732,43 @@ async def test_a_store_cutting_a_keys_head_leaves_its_newest_version_left(
     await transact(store, ns, lambda txn: write(txn, "var:b", 9))
     got = await store.resource_head(ns, "thread:k", "var:b")
     assert got is not None and got.payload == {"v": 9}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sets(st.integers(1, 10_000), max_size=60),
+    st.sets(st.binary(min_size=12, max_size=12), max_size=20),
+)
+def test_a_records_packed_ranges_and_ids_read_back_exactly(
+    seqs: set[int], raw_ids: set[bytes]
+) -> None:
+    from tether.control.prune import (
+        pack_ids,
+        pack_ranges,
+        pruned_of,
+        ranges,
+        unpack_ids,
+        unpack_ranges,
+    )
+    from tether.core.graph import make_node
+
+    ordered = sorted(seqs)
+    packed = pack_ranges(ordered)
+    assert unpack_ranges(packed) == [tuple(r) for r in ranges(ordered)]
+    assert all(x >= 0 for x in packed) and len(packed) <= 2 * len(ordered)
+    ids = sorted("cw_" + b.hex() for b in raw_ids)
+    assert unpack_ids(pack_ids(reversed(ids))) == ids
+    # A record written before they were packed reads the same as one packed.
+    old = {"sequences": ranges(ordered), "parents": ids}
+    new = {"ranges": packed, "parents": pack_ids(ids)}
+    said = [
+        pruned_of([make_node("resource", {"pruned": p}, [], sequence=1, resource_key=PRUNE_KEY)])
+        for p in (old, new)
+    ]
+    assert (said[0].ranges, said[0].parents) == (said[1].ranges, said[1].parents)
+    assert said[1].parents == frozenset(ids)
+    # Anything else is no range nor id at all.
+    for bad in ([1], [0, 1], [1, -1], ["1", 2], "1,2"):
+        assert unpack_ranges(bad) is None
+    for bad in ("cw_", "!!", "AAAA", ["cw_" + "0" * 24]):
+        assert unpack_ids(bad) is None

@@ -794,12 +794,13 @@ def erase_user(ctx: click.Context, user: str, yes: bool) -> None:
     "--keep-versions",
     type=int,
     metavar="N",
-    help="Keep the newest N versions of each variable and memory; older ones go.",
+    help="Keep the newest N versions of each variable, memory and run index entry; older ones go.",
 )
 @click.option(
     "--finished-before",
     metavar="TIME",
-    help="Runs finished before this ISO 8601 time lose what no view shows.",
+    help="Runs finished before this ISO 8601 time lose what no view shows; those a "
+    "summary stands for go whole and leave the runs listing.",
 )
 @click.option(
     "--compacted/--no-compacted",
@@ -823,9 +824,11 @@ def prune(
     """Physically remove what nothing current needs from a thread (or user, or app) scope.
 
     What a compaction summary stands for, versions past --keep-versions, and of runs
-    finished before --finished-before what no view shows. The current version of
-    everything, unfinished runs and the latest run stay; every remaining node keeps its
-    id, and a record of what was cut lets verify prove the rest. --dry-run first.
+    finished before --finished-before what no view shows (a run a summary stands for
+    goes whole, and leaves the runs listing). The current version of everything else,
+    runs not over (waiting for approval, a tool call without its result) and the latest
+    run stay; every remaining node keeps its id, and a record of what was cut lets
+    verify prove the rest. --dry-run first.
     """
     s = _settings(ctx)
     where = f"thread {thread}" if thread else f"user {user}" if user else "the app scope"
@@ -853,6 +856,7 @@ def prune(
         lambda c: c.print(
             f"{where}: {verb} {result.nodes} node(s), {result.payload_bytes} payload bytes"
             + (f" ({reasons})" if reasons else "")
+            + (f"; {result.runs} run(s) cut" if result.runs else "")
         ),
     )
 

@@ -35,7 +35,8 @@ raises ``RunPruned`` (a ``NotFound``, code ``run_pruned``).
 The cut is committed as one node of the scope, kind ``resource`` and resource key
 ``prune``: what was cut (the sequences as ranges, the ids of those a remaining node
 names as a parent, the count, the bytes, a digest of the cut nodes: SHA-256 of their
-canonical snapshot form in sequence order, and the runs cut as 8-byte tags), so
+canonical snapshot form in sequence order, and the runs cut as 8-byte tags; ranges,
+ids and tags packed: ``prune_record_payload``), so
 ``verify`` still proves every node that remains and an export says what it lacks. The store removes the nodes, bumps the
 scope's generation (fenced like a reset: a writer that computed against the old
 head gets a ``Conflict``, and every process's kept views are read again) and appends
@@ -347,13 +348,60 @@ async def pruned_run(store: Store, namespace: str, thread: str, run: str) -> Run
     return None
 
 
+def pack_ranges(sequences: Sequence[int]) -> list[int]:
+    """Ascending sequences as a flat list of small numbers: the first sequence and the
+    length of its range (last - first), then for each next range the gap from the end of
+    the one before (first - previous last) and its length. [1, 2, 3, 7] -> [1, 2, 4, 0]."""
+    out: list[int] = []
+    end = 0
+    for a, b in ranges(sequences):
+        out += [a - end, b - a]
+        end = b
+    return out
+
+
+def unpack_ranges(packed: Any) -> list[tuple[int, int]] | None:
+    """``pack_ranges`` read back as [first, last] ranges; None if it is not one."""
+    if not isinstance(packed, list) or len(packed) % 2 or any(type(x) is not int for x in packed):
+        return None
+    out: list[tuple[int, int]] = []
+    end = 0
+    for i in range(0, len(packed), 2):
+        gap, length = packed[i], packed[i + 1]
+        if gap < 1 or length < 0:
+            return None
+        out.append((end + gap, end + gap + length))
+        end += gap + length
+    return out
+
+
+def pack_ids(ids: Iterable[str]) -> str:
+    """Node ids (``cw_`` + 24 hex digits), sorted, as the base64 of their 12 bytes each:
+    16 characters an id in place of 30 in a JSON list."""
+    return base64.b64encode(b"".join(bytes.fromhex(i[3:]) for i in sorted(ids))).decode()
+
+
+def unpack_ids(packed: Any) -> list[str] | None:
+    """``pack_ids`` read back; None if it is not one."""
+    if not isinstance(packed, str):
+        return None
+    try:
+        raw = base64.b64decode(packed, validate=True)
+    except ValueError:
+        return None
+    if len(raw) % 12:
+        return None
+    return ["cw_" + raw[i : i + 12].hex() for i in range(0, len(raw), 12)]
+
+
 def prune_record_payload(plan: PrunePlan, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The payload of the ``prune`` record a prune commits."""
+    """The payload of the ``prune`` record a prune commits: what was cut, packed
+    (``pack_ranges``, ``pack_ids``, ``pack_runs``), and the options."""
     return {
         "pruned": {
             "nodes": plan.nodes,
-            "sequences": ranges(plan.sequences),
-            "parents": list(plan.parents_cut),
+            "ranges": pack_ranges(plan.sequences),
+            "parents": pack_ids(plan.parents_cut),
             "payload_bytes": plan.payload_bytes,
             "digest": plan.digest,
             "reasons": dict(plan.reasons),
@@ -531,10 +579,17 @@ def pruned_of(records: Iterable[CausalNode]) -> Pruned:
         p = r.payload.get("pruned") if isinstance(r.payload, dict) else None
         if not isinstance(p, dict):
             continue
-        for pair in p.get("sequences") or ():
+        packed = unpack_ranges(p.get("ranges"))
+        if packed is not None:
+            seqs += packed
+        for pair in p.get("sequences") or ():  # a record written before they were packed
             if isinstance(pair, list) and len(pair) == 2 and all(type(x) is int for x in pair):
                 seqs.append((pair[0], pair[1]))
-        parents.update(x for x in p.get("parents") or () if isinstance(x, str))
+        held = p.get("parents")
+        ids = unpack_ids(held)
+        if ids is None and isinstance(held, list):  # a record written before: the ids
+            ids = [x for x in held if isinstance(x, str)]
+        parents.update(ids or ())
     merged: list[tuple[int, int]] = []
     for a, b in sorted(seqs):
         if merged and a <= merged[-1][1] + 1:

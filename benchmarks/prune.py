@@ -204,7 +204,7 @@ def markdown(res: dict[str, Any]) -> str:
             "",
             f"The prune cut {lo['prune']['nodes']:,} nodes ({lo['prune']['payload_bytes'] / 1024:.0f}"
             f" KiB of payloads) and {lo['prune'].get('runs', 0):,} runs in {lo['prune_ms']:.0f} ms; its"
-            f" record holds {record / 1024:.1f} KiB (8 bytes of tag a run cut).",
+            f" record holds {record / 1024:.1f} KiB (most of it an 8-byte tag for each run cut).",
         ]
     )
 

@@ -180,6 +180,7 @@ def run(turns: int, keep: int, cold_runs: int, tmp: Path) -> dict[str, Any]:
 def markdown(res: dict[str, Any]) -> str:
     lo, fr, ra = res["long"], res["fresh"], res["ratio"]
     record = lo["kinds"].get("resource prune", {"payload_bytes": 0})["payload_bytes"]
+    cut = lo["prune"]
 
     def ok(x: float) -> str:
         return f"{x:.2f}x" + ("" if x <= GOAL else " (over 1.2x)")
@@ -202,9 +203,9 @@ def markdown(res: dict[str, Any]) -> str:
             f" | {fr['nodes']:,} ({fr['payload_bytes'] / 1024:.0f} KiB) | |",
             f"| runs listed | {lo['runs_listed']:,} | {fr['runs_listed']:,} | |",
             "",
-            f"The prune cut {lo['prune']['nodes']:,} nodes ({lo['prune']['payload_bytes'] / 1024:.0f}"
-            f" KiB of payloads) and {lo['prune'].get('runs', 0):,} runs in {lo['prune_ms']:.0f} ms; its"
-            f" record holds {record / 1024:.1f} KiB (most of it an 8-byte tag for each run cut).",
+            f"The prune cut {cut['nodes']:,} nodes ({cut['payload_bytes'] / 1024:.0f} KiB of"
+            f" payloads) and {cut.get('runs', 0):,} runs in {lo['prune_ms']:.0f} ms; its record"
+            f" holds {record / 1024:.1f} KiB (most of it an 8-byte tag for each run cut).",
         ]
     )
 

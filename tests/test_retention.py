@@ -574,7 +574,8 @@ async def test_mcp_reads_refresh_ttls_where_the_policy_says(
         assert {h["type"] for h in hits} == {"agent_memory", "kg_entity", "kg_relation"}
         dee = 'semantic:kg_entity:"Dee"'
         now = await touched()
-        assert now[dee] == (await store.resource_head(ns, "user:ada", dee)).id  # type: ignore[union-attr]
+        head = await store.resource_head(ns, "user:ada", dee)
+        assert head is not None and now[dee] == head.id
         assert not [k for k in now if "agent_memory" in k]  # reserved: never expires
     # A memory forgotten since it was read is never brought back by the refresh.
     await call("delete_entities", entityNames=["Cy"])

@@ -36,11 +36,11 @@ The cut is committed as one node of the scope, kind ``resource`` and resource ke
 ``prune``: what was cut (the sequences as ranges, the ids of those a remaining node
 names as a parent, the count, the bytes, a digest of the cut nodes: SHA-256 of their
 canonical snapshot form in sequence order, and the runs cut as 8-byte tags; ranges,
-ids and tags packed: ``prune_record_payload``), so
-``verify`` still proves every node that remains and an export says what it lacks. The store removes the nodes, bumps the
-scope's generation (fenced like a reset: a writer that computed against the old
-head gets a ``Conflict``, and every process's kept views are read again) and appends
-the record, atomically: after a crash the scope is as before or as after.
+ids and tags packed: ``prune_record_payload``), so ``verify`` still proves every node
+that remains and an export says what it lacks. The store removes the nodes, bumps the
+scope's generation (fenced like a reset: a writer that computed against the old head
+gets a ``Conflict``, and every process's kept views are read again) and appends the
+record, atomically: after a crash the scope is as before or as after.
 """
 
 from __future__ import annotations

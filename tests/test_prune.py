@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 import tether
 from memory_helpers import Thread
 from tether import Transaction, transact
-from tether.control import tasks
+from tether.control import tasks, verify_scope
 from tether.control.prune import PRUNE_KEY, plan_prune, prune
 from tether.core.errors import Conflict, InvalidRequest, RunPruned
 from tether.projections import Buffer, Window, compact, conversation_view
@@ -132,10 +132,38 @@ options_st = st.fixed_dictionaries(
 )
 
 
+def _open_runs(nodes: list[Any]) -> set[str]:
+    """The runs with a tool call no result names."""
+    answered = {p for n in nodes if n.kind == "tool_result" for p in n.parents}
+    return {n.payload["run"] for n in nodes if n.kind == "tool_call" and n.id not in answered}
+
+
+async def _check_listing(
+    store: Store, listed: dict[str, Any], dated: bool, open_runs: set[str]
+) -> None:
+    """After prunes: a run that can still move (not over, waiting, a call without a
+    result) is listed as it was; one a prune cut says so when asked for; one not cut is
+    there whole; a run leaves the listing only when cut by a prune with a date."""
+    from tether.control.prune import pruned_run
+
+    now = {r.run: r for r in (await tasks.runs(store, namespace=NS, thread="t")).runs}
+    for run, entry in listed.items():
+        cut = await pruned_run(store, NS, "t", run) is not None
+        if entry.status in ("running", "suspended") or run in open_runs:
+            assert now.get(run) == entry and not cut
+        if cut:
+            with pytest.raises(RunPruned):
+                await tasks.task(store, NS, "t", run)
+        else:
+            assert (await tasks.task(store, NS, "t", run)).status == entry.status
+        if run not in now:
+            assert cut and dated
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(run_st, min_size=1, max_size=7), options_st)
+@given(st.lists(run_st, min_size=1, max_size=7), options_st, options_st)
 def test_a_prune_leaves_every_current_projection(
-    runs: list[dict[str, Any]], options: dict[str, Any]
+    runs: list[dict[str, Any]], options: dict[str, Any], then: dict[str, Any]
 ) -> None:
     async def go() -> None:
         store = MemoryStore()
@@ -147,20 +175,9 @@ def test_a_prune_leaves_every_current_projection(
         result = await prune(store, NS, thread="t", **options)
         after = await projections(store, runs_before)
         assert after == before
-        # A run that can still move (not over, waiting, a call without a result) stays
-        # listed as it was; one cut says so when asked for; one listed is there whole.
-        plan_runs = await _runs_cut(store)
-        now = {r.run: r for r in (await tasks.runs(store, namespace=NS, thread="t")).runs}
-        for run, entry in listed.items():
-            if entry.status in ("running", "suspended"):
-                assert now.get(run) == entry
-            if run in plan_runs:
-                with pytest.raises(RunPruned):
-                    await tasks.task(store, NS, "t", run)
-            else:
-                assert (await tasks.task(store, NS, "t", run)).status == entry.status
-            if run not in now:
-                assert run in plan_runs and options["finished_before"] is not None
+        dated = options["finished_before"] is not None
+        await _check_listing(store, listed, dated, _open_runs(nodes_before))
+        assert result.runs == len(await _runs_cut(store)) if result.nodes else result.runs == 0
         nodes_after = await store.nodes(NS, "thread:t")
         if result.nodes:
             # What was cut is what the plan said, every other node kept its id and place.
@@ -178,6 +195,13 @@ def test_a_prune_leaves_every_current_projection(
         # Once pruned, nothing more of what these options cut is left.
         again = await prune(store, NS, thread="t", dry_run=True, **options)
         assert again.nodes == 0
+        # A second prune with other options (runs an earlier one cut, entries kept).
+        await prune(store, NS, thread="t", **then)
+        assert await projections(store, runs_before) == before
+        await _check_listing(
+            store, listed, dated or then["finished_before"] is not None, _open_runs(nodes_before)
+        )
+        assert (await verify_scope(store, NS, "thread:t")).ok
 
     asyncio.run(go())
 

@@ -796,3 +796,14 @@ def test_a_records_packed_ranges_and_ids_read_back_exactly(
         assert unpack_ranges(bad) is None
     for bad in ("cw_", "!!", "AAAA", ["cw_" + "0" * 24]):
         assert unpack_ids(bad) is None
+
+
+async def test_the_run_index_prunes_alike_on_an_encrypted_store(tmp_path: Path) -> None:
+    from tether.crypto import MasterKey
+
+    store = await tether.open_store(f"sqlite:///{tmp_path / 'enc.db'}", cipher=MasterKey.generate())
+    try:
+        await test_finished_before_takes_finished_runs_out_of_the_index(store, NS)
+        await test_a_store_cutting_a_keys_head_leaves_its_newest_version_left(store, "other")
+    finally:
+        await store.close()

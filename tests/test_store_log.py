@@ -21,8 +21,11 @@ import pytest
 import tether
 from test_crypto_rawscan import _traces, _write_everywhere
 from test_prune import (  # run again here, on the store fixture below
+    test_a_compacted_prune_keeps_the_runs_listed,
     test_a_dry_run_says_what_it_would_free_and_changes_nothing,
+    test_a_store_cutting_a_keys_head_leaves_its_newest_version_left,
     test_a_writer_computed_before_the_prune_conflicts,
+    test_finished_before_takes_finished_runs_out_of_the_index,
 )
 from tether import control, transact
 from tether.core.errors import StoreError
@@ -32,8 +35,11 @@ from tether.store.examples import DictBackend, DirectoryBackend
 from tether.store.keys import MemoryKeyStore
 
 __all__ = [
+    "test_a_compacted_prune_keeps_the_runs_listed",
     "test_a_dry_run_says_what_it_would_free_and_changes_nothing",
+    "test_a_store_cutting_a_keys_head_leaves_its_newest_version_left",
     "test_a_writer_computed_before_the_prune_conflicts",
+    "test_finished_before_takes_finished_runs_out_of_the_index",
 ]
 
 

@@ -687,6 +687,9 @@ async def test_a_compacted_prune_keeps_the_runs_listed(store: Store, ns: str) ->
     assert [r.run for r in page.runs] == [f"run_{i}" for i in range(8)]
     with pytest.raises(RunPruned):
         await tasks.task(store, ns, "t", "run_0")
+    # Rebuilding the index from the thread keeps them listed, as the prune left them.
+    assert await tasks.reindex(store, ns) == 0
+    assert (await tasks.runs(store, namespace=ns, thread="t")).runs == page.runs
     # ... until a prune with a date takes them out, with the old versions of the rest.
     later = await prune(store, ns, thread="t", keep_versions=1, finished_before=FAR)
     assert later.reasons == {"finished_before": 10, "old_versions": 1}

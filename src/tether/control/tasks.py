@@ -599,6 +599,18 @@ async def index_thread(store: Store, namespace: str, thread: str) -> int:
                 await txn.append(scope, "resource", entry, resource_key=key)
                 written += 1
         stale = {k: h for k, h in current.items() if k not in live}
+        if stale:
+            # A run a prune cut (its nodes gone, its entry kept: tether.control.prune)
+            # stays listed, as the prune left it.
+            from .prune import PRUNE_KEY, record_cut_run
+
+            with erased_placeholders(True):
+                records = await store.versions(namespace, scope, PRUNE_KEY, limit=1_000_000)
+            stale = {
+                k: h
+                for k, h in stale.items()
+                if not any(record_cut_run(r, k[len(INDEX_PREFIX) :]) for r in records)
+            }
         return written + len(await drop_entries(txn, scope, stale))
 
     return await transact(store, namespace, build)

@@ -12,6 +12,7 @@ import pytest
 from _server_helpers import TOKEN
 from test_retention import OLD, _thread
 from tether import Client, control
+from tether.control.prune import PRUNE_KEY
 from tether.control.retention import RetentionPolicy, retention
 from tether.control.stats import NamespaceUsage, ScopeUsage
 from tether.core.errors import InvalidRequest
@@ -242,3 +243,30 @@ async def test_a_pruned_run_over_http_is_a_typed_404(store: Store, ns: str) -> N
 
     err = error_from_response(404, gone.json())
     assert isinstance(err, RunPruned) and isinstance(err, NotFound)
+
+
+async def test_forget_runs_over_http_and_the_client(store: Store, ns: str) -> None:
+    """``Client.prune(forget_runs=True)``: the dry run says it, the prune forgets the
+    runs it cut (a plain 404 ``not_found``, not ``run_pruned``); without it they stay
+    ``run_pruned``. A bad value is a typed 400."""
+    from test_prune import FAR, _indexed_thread
+
+    await _indexed_thread(store, ns)
+    app = create_app(store, tokens=Tokens.single(TOKEN))
+    async with Client("http://t", TOKEN, transport=httpx.ASGITransport(app=app)) as c:
+        first = await c.prune("t", keep_versions=1, finished_before=FAR, namespace=ns)
+        assert first.runs == 5 and not first.forget_runs
+        gone = await c._http.get(f"/v1/ns/{ns}/threads/t/runs/run_0")
+        assert gone.status_code == 404 and gone.json()["code"] == "run_pruned"
+        dry = await c.prune("t", forget_runs=True, dry_run=True, namespace=ns)
+        assert dry.dry_run and dry.forget_runs and dry.forgotten_runs == 5 and dry.nodes > 0
+        done = await c.prune("t", forget_runs=True, namespace=ns)
+        assert done.forgotten_runs == 5 and done.record is not None
+        never = await c._http.get(f"/v1/ns/{ns}/threads/t/runs/run_0")
+        assert never.status_code == 404 and never.json()["code"] == "not_found"
+        bad = await c._http.post(f"/v1/ns/{ns}/threads/t/prune", json={"forget_runs": "yes"})
+        assert bad.status_code == 400 and bad.json()["details"]["field"] == "forget_runs"
+    record = await store.resource_head(ns, "thread:t", PRUNE_KEY)
+    assert record is not None and record.id == done.record
+    assert "sha256_64" not in record.payload["pruned"]["runs"]
+    assert (await control.verify(store, namespace=ns, thread="t")).ok

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 import tether
 from memory_helpers import Thread
 from tether import Transaction, transact
-from tether.control import tasks, verify_scope
+from tether.control import export_snapshot, import_snapshot, tasks, verify_scope
 from tether.control.prune import PRUNE_KEY, plan_prune, prune
 from tether.core.errors import Conflict, InvalidRequest, RunPruned
 from tether.projections import Buffer, Window, compact, conversation_view
@@ -128,6 +128,7 @@ options_st = st.fixed_dictionaries(
         "compacted": st.booleans(),
         "keep_versions": st.one_of(st.none(), st.integers(1, 3)),
         "finished_before": st.one_of(st.none(), st.just("2999-01-01T00:00:00.000Z")),
+        "forget_runs": st.booleans(),
     }
 )
 
@@ -139,25 +140,37 @@ def _open_runs(nodes: list[Any]) -> set[str]:
 
 
 async def _check_listing(
-    store: Store, listed: dict[str, Any], dated: bool, open_runs: set[str]
+    store: Store,
+    listed: dict[str, Any],
+    dated: bool,
+    open_runs: set[str],
+    forgotten: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> None:
     """After prunes: a run that can still move (not over, waiting, a call without a
-    result) is listed as it was; one a prune cut says so when asked for; one not cut is
-    there whole; a run leaves the listing only when cut by a prune with a date."""
+    result) is listed as it was; one a prune cut says so when asked for, unless a prune
+    since forgot it (``forgotten``: then plainly not found, and not listed); one not cut
+    is there whole; a run leaves the listing only when cut by a prune with a date, or
+    forgotten."""
     from tether.control.prune import pruned_run
+    from tether.core.errors import NotFound
 
     now = {r.run: r for r in (await tasks.runs(store, namespace=NS, thread="t")).runs}
     for run, entry in listed.items():
         cut = await pruned_run(store, NS, "t", run) is not None
         if entry.status in ("running", "suspended") or run in open_runs:
-            assert now.get(run) == entry and not cut
+            assert now.get(run) == entry and not cut and run not in forgotten
         if cut:
+            assert run not in forgotten
             with pytest.raises(RunPruned):
                 await tasks.task(store, NS, "t", run)
+        elif run in forgotten:
+            with pytest.raises(NotFound) as e:
+                await tasks.task(store, NS, "t", run)
+            assert e.value.code == "not_found" and run not in now
         else:
             assert (await tasks.task(store, NS, "t", run)).status == entry.status
         if run not in now:
-            assert cut and dated
+            assert (cut and dated) or run in forgotten
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -176,8 +189,14 @@ def test_a_prune_leaves_every_current_projection(
         after = await projections(store, runs_before)
         assert after == before
         dated = options["finished_before"] is not None
-        await _check_listing(store, listed, dated, _open_runs(nodes_before))
-        assert result.runs == len(await _runs_cut(store)) if result.nodes else result.runs == 0
+        gone = set(runs_before) - set(await run_ids(store))  # their goal went
+        forgotten = gone if options["forget_runs"] else set()
+        await _check_listing(store, listed, dated, _open_runs(nodes_before), forgotten)
+        assert result.runs == len(gone)
+        if options["forget_runs"]:  # no tags kept; the ids cut answer as never seen
+            assert await _runs_cut(store) == set() and result.forgotten_runs == len(gone)
+        else:
+            assert await _runs_cut(store) == gone
         nodes_after = await store.nodes(NS, "thread:t")
         if result.nodes:
             # What was cut is what the plan said, every other node kept its id and place.
@@ -198,10 +217,22 @@ def test_a_prune_leaves_every_current_projection(
         # A second prune with other options (runs an earlier one cut, entries kept).
         await prune(store, NS, thread="t", **then)
         assert await projections(store, runs_before) == before
+        later = set(runs_before) - set(await run_ids(store)) - gone
+        if then["forget_runs"]:
+            forgotten = gone | later
+            assert len(await store.versions(NS, "thread:t", PRUNE_KEY)) <= 1
         await _check_listing(
-            store, listed, dated or then["finished_before"] is not None, _open_runs(nodes_before)
+            store,
+            listed,
+            dated or then["finished_before"] is not None,
+            _open_runs(nodes_before),
+            forgotten,
         )
         assert (await verify_scope(store, NS, "thread:t")).ok
+        copy = await export_snapshot(store, NS, "thread:t")
+        await import_snapshot(store, NS, "thread:copy", copy)
+        assert (await verify_scope(store, NS, "thread:copy")).ok
+        assert await export_snapshot(store, NS, "thread:copy") == copy
 
     asyncio.run(go())
 
@@ -275,13 +306,35 @@ async def test_bad_options_are_refused_before_anything_is_read(options: dict[str
     assert await store.nodes(NS, "thread:t") == before
 
 
-async def test_the_store_refuses_to_prune_the_newest_node() -> None:
-    store = MemoryStore()
-    await _long_thread(store, 1)
-    head = await store.head(NS, "thread:t")
-    nodes = await store.nodes(NS, "thread:t")
-    with pytest.raises(InvalidRequest):
-        await store.prune(NS, "thread:t", expected=head, sequences=[head.sequence], record=nodes[0])
+async def test_the_store_prunes_only_sequences_it_holds(store: Store, ns: str) -> None:
+    """A sequence past the head (or below 1) is refused, nothing done; the newest node
+    may go (a record that a later one stands for), the record then the last node."""
+    from tether.core.graph import make_node
+
+    await _long_thread(store, 1, ns=ns)
+    head = await store.head(ns, "thread:t")
+    nodes = await store.nodes(ns, "thread:t")
+    record = make_node(
+        "resource",
+        {"pruned": {}},
+        list(head.frontier),
+        sequence=head.sequence + 1,
+        resource_key=PRUNE_KEY,
+    )
+    for bad in ([head.sequence + 1], [0], [1, head.sequence + 5]):
+        with pytest.raises(InvalidRequest):
+            await store.prune(ns, "thread:t", expected=head, sequences=bad, record=record)
+    assert await store.nodes(ns, "thread:t") == nodes
+    after = await store.prune(
+        ns, "thread:t", expected=head, sequences=[head.sequence], record=record
+    )
+    assert after.sequence == head.sequence + 1 and after.frontier == (record.id,)
+    assert await store.head(ns, "thread:t") == after
+    got = await store.nodes(ns, "thread:t")
+    assert [n.id for n in got] == [n.id for n in nodes[:-1]] + [record.id]
+    # The scope goes on from the record: the next write comes after it.
+    await transact(store, ns, lambda txn: txn.append("thread:t", "resource", {}, resource_key="x"))
+    assert (await store.head(ns, "thread:t")).sequence == head.sequence + 2
 
 
 # -- SQLite: SIGKILL in the middle, encryption ------------------------------------------
@@ -495,6 +548,38 @@ def test_the_cli_prunes_after_a_dry_run(tmp_path: Path) -> None:
     assert again["nodes"] == 0
     bad = cli("prune", "--thread", "t", "--keep-versions", "0", "-y")
     assert bad.exit_code == 2 and "keep_versions" in bad.stderr
+
+
+def test_the_cli_forgets_runs(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from tether.cli import main
+
+    path = str(tmp_path / "cli.db")
+
+    async def fill() -> None:
+        async with await tether.open_store(path) as store:
+            await _indexed_thread(store, "default")
+
+    asyncio.run(fill())
+
+    def cli(*args: str) -> Any:
+        return CliRunner().invoke(main, ["--store", path, *args], catch_exceptions=False)
+
+    assert "--forget-runs" in cli("prune", "--help").stdout
+    done = cli("prune", "-t", "t", "-y")
+    assert done.exit_code == 0 and "5 run(s) cut" in done.stdout and "forgotten" not in done.stdout
+    dry = orjson.loads(cli("--json", "prune", "-t", "t", "--forget-runs", "--dry-run").stdout)
+    assert dry["dry_run"] and dry["forget_runs"] and dry["forgotten_runs"] == 5
+    done = cli("prune", "-t", "t", "--forget-runs", "-y")
+    assert done.exit_code == 0 and "5 pruned run id(s) forgotten" in done.stdout
+    assert cli("verify", "--thread", "t").exit_code == 0
+
+    async def check() -> None:
+        async with await tether.open_store(path) as store:
+            assert await _pruned_or_not(store, "default", "run_0") == "not_found"
+
+    asyncio.run(check())
 
 
 async def test_http_prunes_a_thread_with_its_grant() -> None:
@@ -808,5 +893,177 @@ async def test_the_run_index_prunes_alike_on_an_encrypted_store(tmp_path: Path) 
     try:
         await test_finished_before_takes_finished_runs_out_of_the_index(store, NS)
         await test_a_store_cutting_a_keys_head_leaves_its_newest_version_left(store, "other")
+        await test_forget_runs_keeps_no_tags_and_the_ids_are_not_found(store, "forget")
+        await test_forget_runs_with_a_date_in_one_prune(store, "dated")
+        await test_the_store_prunes_only_sequences_it_holds(store, "newest")
     finally:
         await store.close()
+
+
+# -- forget_runs: the record keeps no run tags (issue 43: a record that does not grow) --
+
+
+def _tags_held(record: Any) -> str | None:
+    return record.payload["pruned"]["runs"].get("sha256_64")
+
+
+async def _pruned_or_not(store: Store, ns: str, run: str) -> str:
+    """What asking for ``run`` by id says: its status, ``run_pruned`` or ``not_found``."""
+    from tether.core.errors import NotFound
+
+    try:
+        return (await tasks.task(store, ns, "t", run)).status
+    except NotFound as e:
+        assert isinstance(e, RunPruned) == (e.code == "run_pruned")
+        return e.code
+
+
+async def test_forget_runs_keeps_no_tags_and_the_ids_are_not_found(store: Store, ns: str) -> None:
+    from tether.control import export_snapshot, import_snapshot
+
+    t = await _indexed_thread(store, ns)
+    first = await prune(store, ns, thread="t")  # remembers: run_0 .. run_4 are RunPruned
+    assert first.runs == 5 and not first.forget_runs and first.forgotten_runs == 0
+    record = await store.resource_head(ns, "thread:t", PRUNE_KEY)
+    assert record is not None and _tags_held(record)
+    assert "forget_runs" not in record.payload["options"]  # a default record as before
+    assert {await _pruned_or_not(store, ns, f"run_{i}") for i in range(5)} == {"run_pruned"}
+    before = await projections(store, await run_ids(store))
+    nodes_before = await store.nodes(ns, "thread:t")
+    # The dry run says what it would forget and changes nothing. The record to replace
+    # is the newest node (nothing was written since): the store cuts it all the same.
+    assert nodes_before[-1].id == record.id
+    dry = await prune(store, ns, thread="t", forget_runs=True, dry_run=True)
+    assert dry.forget_runs and dry.forgotten_runs == 5 and dry.nodes > 0 and dry.record is None
+    assert dry.to_dict()["forget_runs"] is True and dry.to_dict()["forgotten_runs"] == 5
+    assert await store.nodes(ns, "thread:t") == nodes_before
+    done = await prune(store, ns, thread="t", forget_runs=True)
+    assert (done.nodes, done.digest, done.forgotten_runs) == (dry.nodes, dry.digest, 5)
+    # One record now, with no tags, standing for the one before (cut, its id named).
+    (only,) = await store.versions(ns, "thread:t", PRUNE_KEY)
+    assert only.id == done.record and _tags_held(only) is None
+    assert only.payload["options"]["forget_runs"] is True
+    assert not await store.get_nodes(ns, "thread:t", [record.id])
+    assert done.reasons["prune_records"] == 1
+    # The ids answer as one never seen; the listing forgets them too (the entries went).
+    never = await _pruned_or_not(store, ns, "run_99")
+    assert never == "not_found"
+    assert {await _pruned_or_not(store, ns, f"run_{i}") for i in range(5)} == {never}
+    page = await tasks.runs(store, namespace=ns, thread="t")
+    assert [r.run for r in page.runs] == ["run_5", "run_6", "run_7"]
+    assert await tasks.reindex(store, ns) == 0  # nothing to bring in line
+    # Every current projection reads as before; nothing else of the thread changed.
+    assert await projections(store, await run_ids(store)) == before
+    assert [await _pruned_or_not(store, ns, f"run_{i}") for i in (5, 6, 7)] == [
+        "completed",
+        "suspended",
+        "completed",
+    ]
+    # What remains verifies; its export says what it lacks and imports, verifies, exports
+    # again byte for byte, and forgets alike.
+    assert (await verify_scope(store, ns, "thread:t")).ok
+    data = await export_snapshot(store, ns, "thread:t")
+    snap = orjson.loads(data)
+    assert snap["version"] == 2 and record.id in snap["pruned"]["parents"]
+    await import_snapshot(store, ns, "thread:copy", data)
+    assert (await verify_scope(store, ns, "thread:copy")).ok
+    assert await export_snapshot(store, ns, "thread:copy") == data
+    with pytest.raises(tether.NotFound) as e:
+        await tasks.task(store, ns, "copy", "run_0")
+    assert e.value.code == "not_found"
+    # Forgetting again has nothing to do.
+    assert (await prune(store, ns, thread="t", forget_runs=True, dry_run=True)).nodes == 0
+    # Runs pruned later without it are remembered again, beside the forgetting record ...
+    await t.answer("run_6")  # (an approval decided elsewhere; the run is over)
+    await t.turn("run_8", "q8", "a8")
+    await t.turn("run_9", "q9", "a9")
+    await tasks.index_thread(store, ns, "t")
+    await compact(store, ns, "t", strategy="recent", max_messages=2, preserve_recent=1)
+    later = await prune(store, ns, thread="t")
+    assert later.runs == 2 and not later.forget_runs  # run_7 and run_8 (run_9 is the latest)
+    assert len(await store.versions(ns, "thread:t", PRUNE_KEY)) == 2
+    assert [await _pruned_or_not(store, ns, f"run_{i}") for i in (0, 7, 8, 9)] == [
+        "not_found",
+        "run_pruned",
+        "run_pruned",
+        "completed",
+    ]
+    assert (await verify_scope(store, ns, "thread:t")).ok
+    data = await export_snapshot(store, ns, "thread:t")
+    await import_snapshot(store, ns, "thread:copy2", data)
+    assert (await verify_scope(store, ns, "thread:copy2")).ok
+    # ... until the next prune with it, which forgets them too (that record is not the
+    # newest node now: a turn came after it).
+    await t.turn("run_10", "q10", "a10")
+    again = await prune(store, ns, thread="t", forget_runs=True)
+    assert again.forgotten_runs == 2 and again.reasons["prune_records"] == 2
+    (only,) = await store.versions(ns, "thread:t", PRUNE_KEY)
+    assert _tags_held(only) is None
+    assert {await _pruned_or_not(store, ns, f"run_{i}") for i in (0, 7, 8)} == {"not_found"}
+    assert (await verify_scope(store, ns, "thread:t")).ok
+    data = await export_snapshot(store, ns, "thread:t")
+    await import_snapshot(store, ns, "thread:copy3", data)
+    assert (await verify_scope(store, ns, "thread:copy3")).ok
+    assert await export_snapshot(store, ns, "thread:copy3") == data
+
+
+async def test_forget_runs_with_a_date_in_one_prune(store: Store, ns: str) -> None:
+    """The benchmark's prune, forgetting: the record holds no tags however many runs it
+    cuts; without it the same prune keeps a tag of each."""
+    await _indexed_thread(store, ns)
+    await _indexed_thread(store, ns + "-b")
+    opts: dict[str, Any] = {"keep_versions": 1, "finished_before": FAR}
+    kept = await prune(store, ns + "-b", thread="t", **opts)
+    done = await prune(store, ns, thread="t", forget_runs=True, **opts)
+    assert done.runs == kept.runs == 5 and done.forgotten_runs == 5
+    tagged = await store.resource_head(ns + "-b", "thread:t", PRUNE_KEY)
+    bare = await store.resource_head(ns, "thread:t", PRUNE_KEY)
+    assert tagged is not None and bare is not None
+    assert tagged.payload["pruned"]["runs"]["count"] == 5 and _tags_held(tagged)
+    assert bare.payload["pruned"]["runs"] == {"count": 5}
+    # The same nodes went, and the same entries (a date takes them out either way).
+    assert done.nodes == kept.nodes and done.reasons == kept.reasons
+    assert [n.sequence for n in await store.nodes(ns, "thread:t")] == [
+        n.sequence for n in await store.nodes(ns + "-b", "thread:t")
+    ]
+    assert [await _pruned_or_not(store, ns, f"run_{i}") for i in range(5)] == ["not_found"] * 5
+    assert [await _pruned_or_not(store, ns + "-b", f"run_{i}") for i in range(5)] == [
+        "run_pruned"
+    ] * 5
+    for where in (ns, ns + "-b"):
+        assert (await verify_scope(store, where, "thread:t")).ok
+
+
+async def test_a_bad_forget_runs_is_refused() -> None:
+    store = MemoryStore()
+    await _long_thread(store, 2)
+    before = await store.nodes(NS, "thread:t")
+    for bad in ("yes", 1, None):
+        with pytest.raises(InvalidRequest) as e:
+            await prune(store, NS, thread="t", forget_runs=bad)  # type: ignore[arg-type]
+        assert e.value.details["field"] == "forget_runs"
+    assert await store.nodes(NS, "thread:t") == before
+
+
+async def test_resume_of_a_pruned_run_says_so() -> None:
+    """``Agent.resume(run=...)`` of a run a prune cut raises ``RunPruned``, as
+    ``control.task`` does, with the thread given or found in the run index; after a
+    prune with ``forget_runs`` a plain ``NotFound``."""
+    from tether.core.errors import NotFound
+    from tether.models import Rule
+
+    store = MemoryStore()
+    agent = tether.Agent(None, tether.ScriptedModel([Rule(answer="ok")]), store=store)
+    ids = [(await agent.step(f"q{k}", thread="t")).run_id for k in range(4)]
+    await agent.compact_state("t", strategy="recent", max_messages=2)
+    assert (await prune(store, "default", thread="t")).runs == 3
+    for kw in ({"thread": "t", "run": ids[0]}, {"run": ids[0]}):
+        with pytest.raises(RunPruned) as e:
+            await agent.resume(**kw)
+        assert e.value.details["run"] == ids[0] and e.value.details["thread"] == "t"
+    assert (await agent.resume(run=ids[-1])).status == "completed"  # the latest stays
+    await prune(store, "default", thread="t", forget_runs=True)
+    for kw in ({"thread": "t", "run": ids[0]}, {"run": ids[0]}):
+        with pytest.raises(NotFound) as missing:
+            await agent.resume(**kw)
+        assert not isinstance(missing.value, RunPruned)

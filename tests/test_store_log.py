@@ -26,6 +26,9 @@ from test_prune import (  # run again here, on the store fixture below
     test_a_store_cutting_a_keys_head_leaves_its_newest_version_left,
     test_a_writer_computed_before_the_prune_conflicts,
     test_finished_before_takes_finished_runs_out_of_the_index,
+    test_forget_runs_keeps_no_tags_and_the_ids_are_not_found,
+    test_forget_runs_with_a_date_in_one_prune,
+    test_the_store_prunes_only_sequences_it_holds,
 )
 from tether import control, transact
 from tether.core.errors import StoreError
@@ -40,6 +43,9 @@ __all__ = [
     "test_a_store_cutting_a_keys_head_leaves_its_newest_version_left",
     "test_a_writer_computed_before_the_prune_conflicts",
     "test_finished_before_takes_finished_runs_out_of_the_index",
+    "test_forget_runs_keeps_no_tags_and_the_ids_are_not_found",
+    "test_forget_runs_with_a_date_in_one_prune",
+    "test_the_store_prunes_only_sequences_it_holds",
 ]
 
 

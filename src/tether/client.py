@@ -496,12 +496,16 @@ class _Api(Generic[Transport]):
         keep_versions: int | None = None,
         finished_before: str | None = None,
         compacted: bool = True,
+        forget_runs: bool = False,
         dry_run: bool = False,
         namespace: str | None = None,
     ) -> _Req[PruneResult]:
         """Remove what nothing current needs from ``thread`` (grant ``state.prune``);
-        ``dry_run``: what would be freed, nothing changed."""
+        ``dry_run``: what would be freed, nothing changed; ``forget_runs``: forget every
+        pruned run id so far (``tether.control.prune``)."""
         body = _present({"keep_versions": keep_versions, "finished_before": finished_before})
+        if forget_runs:  # sent only when set: a server before it takes the request as it was
+            body["forget_runs"] = True
         return _Req(
             method="POST",
             path=self._thread_path(namespace, thread, "prune"),

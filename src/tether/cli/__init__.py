@@ -808,6 +808,12 @@ def erase_user(ctx: click.Context, user: str, yes: bool) -> None:
     show_default=True,
     help="Remove the finished runs a compaction summary stands for.",
 )
+@click.option(
+    "--forget-runs",
+    is_flag=True,
+    help="Forget every pruned run id so far: the record keeps no tag of the runs cut "
+    "(asked for, they are not found, not run_pruned) and they leave the runs listing.",
+)
 @click.option("--dry-run", is_flag=True, help="Say what would be freed; change nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_context
@@ -818,6 +824,7 @@ def prune(
     keep_versions: int | None,
     finished_before: str | None,
     compacted: bool,
+    forget_runs: bool,
     dry_run: bool,
     yes: bool,
 ) -> None:
@@ -828,7 +835,8 @@ def prune(
     goes whole, and leaves the runs listing). The current version of everything else,
     runs not over (waiting for approval, a tool call without its result) and the latest
     run stay; every remaining node keeps its id, and a record of what was cut lets
-    verify prove the rest. --dry-run first.
+    verify prove the rest. A run cut, asked for by id, says it was pruned (run_pruned)
+    unless --forget-runs, which forgets every pruned run id so far. --dry-run first.
     """
     s = _settings(ctx)
     where = f"thread {thread}" if thread else f"user {user}" if user else "the app scope"
@@ -844,6 +852,7 @@ def prune(
             compacted=compacted,
             keep_versions=keep_versions,
             finished_before=finished_before,
+            forget_runs=forget_runs,
             dry_run=dry_run,
         )
 
@@ -857,6 +866,11 @@ def prune(
             f"{where}: {verb} {result.nodes} node(s), {result.payload_bytes} payload bytes"
             + (f" ({reasons})" if reasons else "")
             + (f"; {result.runs} run(s) cut" if result.runs else "")
+            + (
+                f"; {result.forgotten_runs} pruned run id(s) forgotten"
+                if result.forget_runs
+                else ""
+            )
         ),
     )
 

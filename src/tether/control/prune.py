@@ -32,6 +32,13 @@ the memories, the runs that can still move) reads the same after a prune as befo
 (tests/test_prune.py checks it over random threads). A run cut, asked for by id,
 raises ``RunPruned`` (a ``NotFound``, code ``run_pruned``).
 
+``forget_runs`` forgets every pruned run id so far: the record keeps no tag of the runs
+this prune cuts, and it stands for the scope's earlier prune records, cut with the rest
+(their tags go too, and its digest covers theirs): it holds what the scope lacks, all of
+it. Those ids then answer a plain ``NotFound``, as an id never seen, and the index
+entries of every run whose goal is gone go (the runs listing forgets them; ``reindex``
+would). The record then no longer grows with the runs cut (8 bytes each).
+
 The cut is committed as one node of the scope, kind ``resource`` and resource key
 ``prune``: what was cut (the sequences as ranges, the ids of those a remaining node
 names as a parent, the count, the bytes, a digest of the cut nodes: SHA-256 of their
@@ -46,6 +53,7 @@ record, atomically: after a crash the scope is as before or as after.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import functools
 import hashlib
@@ -97,6 +105,13 @@ class PrunePlan:
     digest: str = ""
     reasons: dict[str, int] = field(default_factory=dict)  # reason -> nodes
     runs: tuple[str, ...] = ()  # the runs whose goal it cuts
+    # forget_runs: the record keeps no run tags and stands for every earlier record (cut
+    # with the rest): ``lacks`` is what the scope lacks after, all of it, as ranges, and
+    # ``parents_cut`` every cut id a remaining node or the record names; ``forgotten``
+    # counts the run ids no record will hold any more (these runs and the earlier tags).
+    forget_runs: bool = False
+    lacks: tuple[tuple[int, int], ...] = ()
+    forgotten: int = 0
 
     @property
     def nodes(self) -> int:
@@ -109,6 +124,8 @@ class PrunePlan:
             "payload_bytes": self.payload_bytes,
             "reasons": dict(self.reasons),
             "digest": self.digest,
+            "forget_runs": self.forget_runs,
+            "forgotten_runs": self.forgotten,
         }
 
 
@@ -156,14 +173,19 @@ def plan_prune(
     compacted: bool = True,
     keep_versions: int | None = None,
     finished_before: str | None = None,
+    forget_runs: bool = False,
     payload_size: Any = None,
 ) -> PrunePlan:
     """The nodes of ``scope`` (all of them, in sequence order) that a prune removes.
 
     ``finished_before``: an ISO 8601 timestamp compared with the nodes' createdAt (as
-    tether writes them, UTC with a ``Z``). ``payload_size(node) -> int`` counts the
+    tether writes them, UTC with a ``Z``). ``forget_runs``: also the scope's earlier
+    prune records (the new one stands for them, without run tags) and the index
+    entries of every run whose goal is gone. ``payload_size(node) -> int`` counts the
     bytes freed (default: the length of the payload's canonical JSON).
     """
+    if type(forget_runs) is not bool:
+        raise InvalidRequest(f"forget_runs is a boolean, got {forget_runs!r}", field="forget_runs")
     if keep_versions is not None and (type(keep_versions) is not int or keep_versions < 1):
         raise InvalidRequest(
             f"keep_versions is an integer >= 1 (the newest versions kept), got {keep_versions!r}",
@@ -271,7 +293,67 @@ def plan_prune(
     gone_runs = sorted(
         r for r, members in runs.items() if r in goals and members[0].sequence in cut
     )
-    return plan_selected(scope, nodes, cut, payload_size=payload_size, runs=gone_runs)
+    if not forget_runs:
+        return plan_selected(scope, nodes, cut, payload_size=payload_size, runs=gone_runs)
+    return _plan_forget(scope, nodes, front, cut, versions, goals, gone_runs, payload_size)
+
+
+def _plan_forget(
+    scope: str,
+    nodes: Sequence[CausalNode],
+    front: set[str],
+    cut: dict[int, str],
+    versions: Mapping[str, list[CausalNode]],
+    goals: set[str],
+    gone_runs: Sequence[str],
+    payload_size: Any,
+) -> PrunePlan:
+    """``forget_runs``: ``cut`` and with it the index entries (every version) of each run
+    whose goal is gone (cut now or by an earlier prune; not one in the frontier), and,
+    when there is anything to do, the earlier prune records, which the new one stands
+    for: what the scope lacks after, whole, and no run tags."""
+    left = goals - set(gone_runs)
+    for rk, vs in versions.items():
+        run = rk[len(INDEX_PREFIX) :]
+        if rk.startswith(INDEX_PREFIX) and run not in left and not any(n.id in front for n in vs):
+            for n in vs:
+                cut.setdefault(n.sequence, "forget_runs")
+    records = versions.get(PRUNE_KEY, [])
+    tags = sum(_tag_count(r) for r in records)
+    if not cut and not tags:
+        return PrunePlan(scope=scope, forget_runs=True)
+    for r in records:
+        cut[r.sequence] = "prune_records"  # the frontier too: the new record names it
+    earlier = pruned_of(records)
+    plan = plan_selected(
+        scope,
+        nodes,
+        cut,
+        payload_size=payload_size,
+        runs=gone_runs,
+        earlier=earlier.parents,
+        named=front,
+    )
+    lacks = _merge([*earlier.ranges, *ranges(plan.sequences)])
+    return dataclasses.replace(
+        plan, forget_runs=True, lacks=tuple(lacks), forgotten=len(gone_runs) + tags
+    )
+
+
+def _merge(spans: Iterable[Sequence[int]]) -> list[tuple[int, int]]:
+    """[first, last] ranges, sorted and merged where they touch or overlap."""
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted((s[0], s[1]) for s in spans):
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def _tag_count(record: CausalNode) -> int:
+    """How many run tags a prune record holds."""
+    return len(_tags(record)) // 8
 
 
 def _entry_done(head: CausalNode) -> bool:
@@ -317,17 +399,23 @@ def pack_runs(runs: Iterable[str]) -> dict[str, Any]:
     return {"count": len(tags), "sha256_64": base64.b64encode(b"".join(tags)).decode()}
 
 
-def record_cut_run(record: CausalNode, run: str) -> bool:
-    """Whether the prune ``record`` says it cut run ``run`` (its goal and all)."""
+def _tags(record: CausalNode) -> bytes:
+    """The run tags a prune record holds, concatenated (none: empty)."""
     p = record.payload.get("pruned") if isinstance(record.payload, dict) else None
     runs = p.get("runs") if isinstance(p, dict) else None
     packed = runs.get("sha256_64") if isinstance(runs, dict) else None
     if not isinstance(packed, str):
-        return False
+        return b""
     try:
-        tags = base64.b64decode(packed, validate=True)
+        return base64.b64decode(packed, validate=True)
     except ValueError:
-        return False
+        return b""
+
+
+def record_cut_run(record: CausalNode, run: str) -> bool:
+    """Whether the prune ``record`` says it cut run ``run`` (its goal and all); a record
+    of a prune with ``forget_runs`` says it of none."""
+    tags = _tags(record)
     tag = _run_tag(run)
     return any(tags[i : i + 8] == tag for i in range(0, len(tags) - 7, 8))
 
@@ -352,9 +440,14 @@ def pack_ranges(sequences: Sequence[int]) -> list[int]:
     """Ascending sequences as a flat list of small numbers: the first sequence and the
     length of its range (last - first), then for each next range the gap from the end of
     the one before (first - previous last) and its length. [1, 2, 3, 7] -> [1, 2, 4, 0]."""
+    return pack_spans(ranges(sequences))
+
+
+def pack_spans(spans: Iterable[Sequence[int]]) -> list[int]:
+    """Ascending, apart [first, last] ranges packed as ``pack_ranges`` packs them."""
     out: list[int] = []
     end = 0
-    for a, b in ranges(sequences):
+    for a, b in spans:
         out += [a - end, b - a]
         end = b
     return out
@@ -396,16 +489,20 @@ def unpack_ids(packed: Any) -> list[str] | None:
 
 def prune_record_payload(plan: PrunePlan, options: Mapping[str, Any]) -> dict[str, Any]:
     """The payload of the ``prune`` record a prune commits: what was cut, packed
-    (``pack_ranges``, ``pack_ids``, ``pack_runs``), and the options."""
+    (``pack_ranges``, ``pack_ids``, ``pack_runs``), and the options.
+
+    With ``forget_runs`` the runs are a count, no tags, and the ranges and ids are what
+    the scope lacks after, all of it: the record stands for the earlier ones (cut with
+    the rest, so its digest covers theirs)."""
     return {
         "pruned": {
             "nodes": plan.nodes,
-            "ranges": pack_ranges(plan.sequences),
+            "ranges": pack_spans(plan.lacks) if plan.forget_runs else pack_ranges(plan.sequences),
             "parents": pack_ids(plan.parents_cut),
             "payload_bytes": plan.payload_bytes,
             "digest": plan.digest,
             "reasons": dict(plan.reasons),
-            "runs": pack_runs(plan.runs),
+            "runs": {"count": len(plan.runs)} if plan.forget_runs else pack_runs(plan.runs),
         },
         "options": dict(options),
     }
@@ -425,6 +522,10 @@ class PruneResult:
     runs: int = 0  # runs whose goal it cut (asked for by id, each says it was pruned)
     record: str | None = None  # the id of the prune record committed (None: none)
     generation: int = 0  # the scope's generation after (a prune bumps it)
+    # forget_runs: the run ids no prune record holds any more (they answer a plain
+    # NotFound): the runs this prune cuts and those earlier prunes remembered.
+    forget_runs: bool = False
+    forgotten_runs: int = 0
     operation: str = field(default="prune", init=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -440,6 +541,8 @@ class PruneResult:
             "runs": self.runs,
             "record": self.record,
             "generation": self.generation,
+            "forget_runs": self.forget_runs,
+            "forgotten_runs": self.forgotten_runs,
         }
 
     @classmethod
@@ -455,6 +558,8 @@ class PruneResult:
             runs=data.get("runs", 0),
             record=data.get("record"),
             generation=data.get("generation", 0),
+            forget_runs=bool(data.get("forget_runs", False)),
+            forgotten_runs=data.get("forgotten_runs", 0),
         )
 
 
@@ -470,10 +575,17 @@ async def prune(
     compacted: bool = True,
     keep_versions: int | None = None,
     finished_before: str | None = None,
+    forget_runs: bool = False,
     dry_run: bool = False,
 ) -> PruneResult:
     """Prune one scope (``thread``, ``user``, or with neither the ``app`` scope): see the
     module docstring. ``dry_run`` plans only and says what it would free.
+
+    ``forget_runs``: forget every pruned run id so far. The record keeps no tag of the
+    runs this prune cuts and stands for the earlier records, cut with the rest (their
+    tags go too): those ids then answer a plain ``NotFound``, as an id never seen, and
+    their index entries go (the runs listing forgets them). ``verify``, export and
+    import hold as after any prune. Off by default: a pruned run says so (``RunPruned``).
 
     Reads the scope, plans, and commits the cut against the head it read: a writer
     that moved the scope meanwhile makes it plan again (a few times, then
@@ -492,6 +604,8 @@ async def prune(
     )
     if type(compacted) is not bool or type(dry_run) is not bool:
         raise InvalidRequest("compacted and dry_run are booleans", field="compacted")
+    if type(forget_runs) is not bool:
+        raise InvalidRequest(f"forget_runs is a boolean, got {forget_runs!r}", field="forget_runs")
     if finished_before is not None:
         finished_before = _timestamp(finished_before)
     options: dict[str, Any] = {
@@ -499,6 +613,8 @@ async def prune(
         "keep_versions": keep_versions,
         "finished_before": finished_before,
     }
+    if forget_runs:
+        options["forget_runs"] = True  # in the record only when set: older ones read alike
     plan_prune(scope, (), (), **options)  # the options' own checks, before any read
     for _ in range(_ATTEMPTS):
         head = await store.head(namespace, scope)
@@ -531,10 +647,14 @@ async def _cut(
         reasons=plan.reasons,
         digest=plan.digest,
         runs=len(plan.runs),
+        forget_runs=plan.forget_runs,
+        forgotten_runs=plan.forgotten,
     )
     if dry_run or not plan.sequences:
         return result(dry_run=dry_run, generation=head.generation)
     previous = await store.resource_head(namespace, scope, PRUNE_KEY)
+    if plan.forget_runs:
+        previous = None  # cut with the rest: the record stands for it
     parents = sorted({*head.frontier, *([previous.id] if previous is not None else [])})
     record = make_node(
         "resource",
@@ -590,13 +710,7 @@ def pruned_of(records: Iterable[CausalNode]) -> Pruned:
         if ids is None and isinstance(held, list):  # a record written before: the ids
             ids = [x for x in held if isinstance(x, str)]
         parents.update(ids or ())
-    merged: list[tuple[int, int]] = []
-    for a, b in sorted(seqs):
-        if merged and a <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
-        else:
-            merged.append((a, b))
-    return Pruned(merged, parents)
+    return Pruned(_merge(seqs), parents)
 
 
 async def pruned_scope(store: Store, namespace: str, scope: str) -> Pruned:
@@ -611,13 +725,17 @@ def plan_selected(
     *,
     payload_size: Any = None,
     runs: Sequence[str] = (),
+    earlier: Iterable[str] = (),
+    named: Iterable[str] = (),
 ) -> PrunePlan:
     """A ``PrunePlan`` of the nodes whose sequences are ``cut`` (sequence -> reason);
-    ``runs``: the runs whose goal it cuts."""
+    ``runs``: the runs whose goal it cuts. ``earlier``: ids cut before that the plan's
+    ``parents_cut`` keeps where still named; ``named``: the ids the record will name."""
     if not cut:
         return PrunePlan(scope=scope)
     gone = [n for n in nodes if n.sequence in cut]
     remaining_parents = {p for n in nodes if n.sequence not in cut for p in n.parents}
+    remaining_parents.update(named)
     size = payload_size or (lambda n: len(canonical_json(n.payload)))
     reasons: dict[str, int] = {}
     for why in cut.values():
@@ -625,7 +743,7 @@ def plan_selected(
     return PrunePlan(
         scope=scope,
         sequences=tuple(sorted(cut)),
-        parents_cut=tuple(sorted(n.id for n in gone if n.id in remaining_parents)),
+        parents_cut=tuple(sorted(({n.id for n in gone} | set(earlier)) & remaining_parents)),
         payload_bytes=sum(size(n) for n in gone),
         digest=digest(gone),
         reasons=reasons,

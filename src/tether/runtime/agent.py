@@ -337,7 +337,16 @@ class Agent:
             assert run is not None
             thread = await self._thread_of(run)
         where = thread
-        return await self._with(lambda ex: ex.resume(thread=where, run=run, context=ctx))
+        try:
+            return await self._with(lambda ex: ex.resume(thread=where, run=run, context=ctx))
+        except NotFound:
+            from ..control.prune import pruned_run  # a run a prune cut says so (RunPruned)
+
+            store = await self._get_store()
+            gone = None if run is None else await pruned_run(store, self.namespace, where, run)
+            if gone is not None:
+                raise gone from None
+            raise
 
     async def _thread_of(self, run: str) -> str:
         """The thread of run ``run``: its own (a run started without one), else the index's."""

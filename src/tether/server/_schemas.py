@@ -337,6 +337,12 @@ PRUNE_REQUEST: Final = _object(
         "keep_versions": {**_nullable({"type": "integer", "minimum": 1})},
         "finished_before": {**_nullable(_STR), "description": "An ISO 8601 time."},
         "compacted": {"type": "boolean", "default": True},
+        "forget_runs": {
+            "type": "boolean",
+            "default": False,
+            "description": "Forget every pruned run id so far: the record keeps no run tags;"
+            " those runs are then plainly not found (not run_pruned) and leave the listing.",
+        },
         "dry_run": {"type": "boolean", "default": False},
     },
     required=(),
@@ -359,6 +365,11 @@ PRUNE_RESULT: Final = _object(
         },
         "record": _nullable(_NODE_ID),
         "generation": _COUNT,
+        "forget_runs": {"type": "boolean"},
+        "forgotten_runs": {
+            **_COUNT,
+            "description": "forget_runs: the pruned run ids no record holds any more.",
+        },
     },
     required=("operation", "namespace", "scope", "dry_run", "nodes", "payload_bytes"),
     description="PruneResult: the nodes and payload bytes removed (or, dry_run, that would be).",

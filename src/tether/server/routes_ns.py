@@ -233,7 +233,7 @@ def router() -> APIRouter:
     async def prune_thread(request: Request, at: ThreadAt) -> Response:
         raw = await read_json(request, required=False)
         body = {} if raw is None else json_object(raw, "a prune request")
-        allowed = {"keep_versions", "finished_before", "compacted", "dry_run"}
+        allowed = {"keep_versions", "finished_before", "compacted", "forget_runs", "dry_run"}
         unknown = set(body) - allowed
         if unknown:
             raise InvalidRequest(
@@ -248,6 +248,7 @@ def router() -> APIRouter:
             compacted=body.get("compacted", True),
             keep_versions=body.get("keep_versions"),
             finished_before=body.get("finished_before"),
+            forget_runs=body.get("forget_runs", False),
             dry_run=body.get("dry_run", False),
         )
         return json_response(result.to_dict())

@@ -313,17 +313,18 @@ class Store(ABC):
         ``Conflict``, nothing done); its generation is bumped, like a reset's, so a
         writer that computed against the old head conflicts; ``record`` (sequence
         ``expected.sequence + 1``, the scope's frontier as parents) is the last node and
-        the only head after it. Never the newest node (a head): a sequence is never
-        reused. A resource key whose head is cut has its newest version left as its
-        head (none left: the key is gone from ``resource_heads``). All or nothing. Returns the new head. ``tether.control.prune`` plans it.
+        the only head after it. The newest node may go too (an earlier prune record
+        the new one stands for, ``forget_runs``): the record comes after it, so a
+        sequence is never reused. A resource key whose head is cut has its newest
+        version left as its head (none left: the key is gone from ``resource_heads``).
+        All or nothing. Returns the new head. ``tether.control.prune`` plans it.
         """
         check_name("namespace", namespace)
         check_name("scope", scope)
         cut = tuple(sorted(set(sequences)))
-        if any(type(s) is not int or not 1 <= s < expected.sequence for s in cut):
+        if any(type(s) is not int or not 1 <= s <= expected.sequence for s in cut):
             raise InvalidRequest(
-                f"prune removes nodes 1 .. {expected.sequence - 1} of {scope!r} (never the "
-                "newest), by sequence",
+                f"prune removes nodes 1 .. {expected.sequence} of {scope!r}, by sequence",
                 field="sequences",
             )
         write = ScopeWrite(

@@ -836,14 +836,16 @@ class SQLiteStore(Store):
             if sid is None or stand != (expected.generation, expected.sequence):
                 raise conflict(namespace, scope, (expected.generation, expected.sequence), stand)
             base = sid << 32
+            c.execute("UPDATE tether_scopes SET generation = generation + 1 WHERE sid = ?", (sid,))
+            self._commit_one(namespace, p)  # checks (generation + 1, sequence): this one's
+            # Then the cut: the scope's sequence is its largest row key, which the record
+            # now holds, whether or not the newest node before it goes.
             for i in range(0, len(cut), _IN_CHUNK):
                 chunk = cut[i : i + _IN_CHUNK]
                 c.execute(
                     f"DELETE FROM tether_nodes WHERE k IN ({','.join('?' * len(chunk))})",
                     [base | s for s in chunk],
                 )
-            c.execute("UPDATE tether_scopes SET generation = generation + 1 WHERE sid = ?", (sid,))
-            self._commit_one(namespace, p)  # checks (generation + 1, sequence): this one's
             c.execute("COMMIT")
         except BaseException:
             self._rollback()

@@ -3,6 +3,7 @@
     python benchmarks/prune.py                  # 1,000 turns, keeping 100 messages
     python benchmarks/prune.py --quick          # smoke run, a few seconds
     python benchmarks/prune.py --turns 10000    # a longer history
+    python benchmarks/prune.py --turns 1000,10000 --forget-runs   # make bench, README
 
 Issue 43's goal: after compact + prune keeping 100 messages, the file and a cold load
 at most 1.2x a fresh thread holding the same 100 messages.
@@ -12,9 +13,14 @@ at most 1.2x a fresh thread holding the same 100 messages.
   turns on one thread of a SQLite file of its own; then
   ``compact_state(strategy="recent", max_messages=--keep)`` and
   ``prune(keep_versions=1, finished_before=<now>)``: what the summary stands for, the
-  index entries of the runs cut and the old versions of the rest go.
+  index entries of the runs cut and the old versions of the rest go. With
+  ``--forget-runs`` a copy of the compacted file is also pruned with
+  ``forget_runs=True`` (the record keeps no 8-byte tag per run cut) and measured alike.
 * **fresh**: the same agent runs the last ``--keep / 2`` turns (the same user
   messages) on a thread of a new file: what a user who started there would hold.
+
+``--turns`` takes a list (``1000,10000``): one case each, one table. 10,000 turns take
+about 2 minutes of CPU to build (6 minutes' wall on 2 loaded cores).
 
 Both views are checked to hold the same messages (the run fails otherwise). Measured:
 each file's size (closed: the WAL checkpointed into it), its nodes (by kind) and
@@ -63,12 +69,9 @@ def file_bytes(path: Path) -> int:
 
 
 async def build(path: Path, first: int, last: int, *, keep: int | None) -> dict[str, Any]:
-    """Turns ``first`` .. ``last - 1`` on a new file; with ``keep``, compact and prune."""
+    """Turns ``first`` .. ``last - 1`` on a new file; with ``keep``, compacted to it."""
     import tether
-    from tether.control.prune import prune
-    from tether.core.canonical import canonical_json
     from tether.models import Rule
-    from tether.projections import conversation_view
 
     out: dict[str, Any] = {"turns": last - first}
     async with await tether.open_store(f"sqlite:///{path}", durability="normal") as store:
@@ -85,9 +88,29 @@ async def build(path: Path, first: int, last: int, *, keep: int | None) -> dict[
         out["build_s"] = round(time.perf_counter() - t, 2)
         if keep is not None:
             await agent.compact_state(THREAD, strategy="recent", max_messages=keep)
+    return out
+
+
+async def prune_and_measure(path: Path, *, forget_runs: bool | None) -> dict[str, Any]:
+    """Prune the thread of ``path`` (None: leave it as it is), then say what it holds."""
+    import tether
+    from tether.control.prune import prune
+    from tether.core.canonical import canonical_json
+    from tether.projections import conversation_view
+
+    out: dict[str, Any] = {}
+    async with await tether.open_store(f"sqlite:///{path}", durability="normal") as store:
+        if forget_runs is not None:
             now = dt.datetime.now(dt.UTC).isoformat()
             t = time.perf_counter()
-            done = await prune(store, NS, thread=THREAD, keep_versions=1, finished_before=now)
+            done = await prune(
+                store,
+                NS,
+                thread=THREAD,
+                keep_versions=1,
+                finished_before=now,
+                forget_runs=forget_runs,
+            )
             out["prune_ms"] = round((time.perf_counter() - t) * 1e3, 1)
             out["prune"] = done.to_dict()
         nodes = await store.nodes(NS, f"thread:{THREAD}", limit=10_000_000)
@@ -150,62 +173,92 @@ def cold(paths: list[Path], runs: int) -> list[dict[str, Any]]:
     ]
 
 
-def run(turns: int, keep: int, cold_runs: int, tmp: Path) -> dict[str, Any]:
+def run(
+    turns: int, keep: int, cold_runs: int, tmp: Path, *, forget_runs: bool = False
+) -> list[dict[str, Any]]:
+    """One long thread of ``turns`` turns, compacted, then pruned (and, ``forget_runs``,
+    a copy pruned forgetting the runs): a case for each prune, against one fresh thread."""
     if keep % 2 or not 0 < keep <= 2 * turns:
         raise SystemExit("--keep is an even number of messages, at most two a turn")
-    long_p, fresh_p = tmp / "long.db", tmp / "fresh.db"
-    log(f"long: {turns} turns, compact to {keep} messages, prune")
-    long = asyncio.run(build(long_p, 0, turns, keep=keep))
+    compacted, fresh_p = tmp / f"compacted-{turns}.db", tmp / f"fresh-{turns}.db"
+    log(f"long: {turns} turns, compact to {keep} messages")
+    built = asyncio.run(build(compacted, 0, turns, keep=keep))
+    paths = {False: tmp / f"long-{turns}.db"}
+    if forget_runs:
+        paths[True] = tmp / f"long-{turns}-forget.db"
+    longs: dict[bool, dict[str, Any]] = {}
+    for forget, path in paths.items():
+        shutil.copyfile(compacted, path)  # closed: the WAL is in the file
+        log(f"prune{' (forget_runs)' if forget else ''}")
+        longs[forget] = {**built, **asyncio.run(prune_and_measure(path, forget_runs=forget))}
     log(f"fresh: the last {keep // 2} turns on a new thread")
     fresh = asyncio.run(build(fresh_p, turns - keep // 2, turns, keep=None))
-    if long["messages"] != fresh["messages"] or len(fresh["messages"]) != keep:
-        raise SystemExit("the pruned thread's view is not the fresh thread's: nothing to compare")
+    fresh.update(asyncio.run(prune_and_measure(fresh_p, forget_runs=None)))
+    for long in longs.values():
+        if long["messages"] != fresh["messages"] or len(fresh["messages"]) != keep:
+            raise SystemExit("the pruned thread's view is not the fresh thread's: no comparison")
     log(f"cold loads: {cold_runs} each")
-    long["cold"], fresh["cold"] = cold([long_p, fresh_p], cold_runs)
-    for side in (long, fresh):
-        side["messages"] = len(side["messages"])
-    return {
-        "turns": turns,
-        "keep_messages": keep,
-        "long": long,
-        "fresh": fresh,
-        "ratio": {
-            "file": round(long["file_bytes"] / fresh["file_bytes"], 3),
-            "cold_wall": round(long["cold"]["wall_ms"] / fresh["cold"]["wall_ms"], 3),
-            "cold_cpu": round(long["cold"]["cpu_ms"] / fresh["cold"]["cpu_ms"], 3),
-        },
-    }
+    colds = cold([*paths.values(), fresh_p], cold_runs)
+    fresh["cold"] = colds[-1]
+    fresh["messages"] = len(fresh["messages"])
+    out = []
+    for (forget, long), c in zip(longs.items(), colds, strict=False):
+        long["cold"], long["messages"] = c, len(long["messages"])
+        out.append(
+            {
+                "turns": turns,
+                "keep_messages": keep,
+                "forget_runs": forget,
+                "long": long,
+                "fresh": fresh,
+                "ratio": {
+                    "file": round(long["file_bytes"] / fresh["file_bytes"], 3),
+                    "cold_wall": round(long["cold"]["wall_ms"] / fresh["cold"]["wall_ms"], 3),
+                    "cold_cpu": round(long["cold"]["cpu_ms"] / fresh["cold"]["cpu_ms"], 3),
+                },
+            }
+        )
+    return out
 
 
 def markdown(res: dict[str, Any]) -> str:
-    lo, fr, ra = res["long"], res["fresh"], res["ratio"]
-    record = lo["kinds"].get("resource prune", {"payload_bytes": 0})["payload_bytes"]
-    cut = lo["prune"]
-
     def ok(x: float) -> str:
         return f"{x:.2f}x" + ("" if x <= GOAL else " (over 1.2x)")
 
+    keep = res["keep_messages"]
+    rows = [
+        f"`{res['command']}`, {res['date']}, {res['machine']}:",
+        "",
+        f"| compacted to {keep} messages and pruned | file: pruned / fresh"
+        f" ({keep // 2} turns) | ratio | cold load: pruned / fresh | ratio | CPU time ratio"
+        " | prune record | nodes held: pruned / fresh | runs listed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    notes = []
+    for case in res["cases"]:
+        lo, fr, ra = case["long"], case["fresh"], case["ratio"]
+        record = lo["kinds"].get("resource prune", {"payload_bytes": 0})["payload_bytes"]
+        what = f"{case['turns']:,} turns" + (", forget_runs" if case["forget_runs"] else "")
+        rows.append(
+            f"| {what} | {lo['file_bytes'] / 1024:.0f} / {fr['file_bytes'] / 1024:.0f} KiB"
+            f" | {ok(ra['file'])} | {lo['cold']['wall_ms']:.1f} / {fr['cold']['wall_ms']:.1f} ms"
+            f" | {ok(ra['cold_wall'])} | {ok(ra['cold_cpu'])} | {record / 1024:.1f} KiB"
+            f" | {lo['nodes']:,} / {fr['nodes']:,} | {lo['runs_listed']:,} |"
+        )
+        cut = lo["prune"]
+        notes.append(
+            f"{what}: the prune cut {cut['nodes']:,} nodes ({cut['payload_bytes'] / 1024:,.0f}"
+            f" KiB of payloads) and {cut.get('runs', 0):,} runs in {lo['prune_ms']:,.0f} ms."
+        )
+    cold_runs = res["cases"][0]["long"]["cold"]["runs"]
     return "\n".join(
         [
-            f"`{res['command']}`, {res['date']}, {res['machine']}:",
+            *rows,
             "",
-            f"| {res['turns']:,} turns, compacted to {res['keep_messages']} messages and pruned"
-            f" | pruned thread | fresh thread ({res['keep_messages'] // 2} turns) | ratio |",
-            "|---|---|---|---|",
-            f"| file (SQLite, closed) | {lo['file_bytes'] / 1024:.0f} KiB | "
-            f"{fr['file_bytes'] / 1024:.0f} KiB | {ok(ra['file'])} |",
-            f"| cold load: open + whole-buffer view, new process, median of "
-            f"{lo['cold']['runs']} | {lo['cold']['wall_ms']:.1f} ms | "
-            f"{fr['cold']['wall_ms']:.1f} ms | {ok(ra['cold_wall'])} |",
-            f"| the same, CPU time | {lo['cold']['cpu_ms']:.1f} ms | {fr['cold']['cpu_ms']:.1f} ms"
-            f" | {ok(ra['cold_cpu'])} |",
-            f"| nodes held (payload bytes) | {lo['nodes']:,} ({lo['payload_bytes'] / 1024:.0f} KiB)"
-            f" | {fr['nodes']:,} ({fr['payload_bytes'] / 1024:.0f} KiB) | |",
-            f"| runs listed | {lo['runs_listed']:,} | {fr['runs_listed']:,} | |",
-            "",
-            f"The prune cut {cut['nodes']:,} nodes ({cut['payload_bytes'] / 1024:.0f} KiB of"
-            f" payloads) and {cut.get('runs', 0):,} runs in {lo['prune_ms']:.0f} ms; its record"
-            f" holds {record / 1024:.1f} KiB (most of it an 8-byte tag for each run cut).",
+            "File: the SQLite file, closed. Cold load: a new process opens the store and reads"
+            f" the whole-buffer view (wall time, median of {cold_runs}; its CPU time's ratio"
+            " beside). Prune record: its payload, which keeps an 8-byte tag for each run cut"
+            " unless forget_runs. " + " ".join(notes),
         ]
     )
 
@@ -222,17 +275,30 @@ def update_readme(section: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="60 turns, 20 messages: a smoke run")
-    p.add_argument("--turns", type=int, default=1000)
+    p.add_argument(
+        "--turns",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[1000],
+        help="turns of the long thread; a comma-separated list runs a case for each",
+    )
+    p.add_argument(
+        "--forget-runs",
+        action="store_true",
+        help="also prune a copy with forget_runs=True (no run tags in the record)",
+    )
     p.add_argument("--keep", type=int, default=100, help="messages kept by the compaction")
     p.add_argument("--cold-runs", type=int, default=5)
     p.add_argument("--json", type=Path, metavar="FILE")
     p.add_argument("--update-readme", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
-        args.turns, args.keep, args.cold_runs = 60, 20, 1
+        args.turns, args.keep, args.cold_runs = [60], 20, 1
     tmp = Path(tempfile.mkdtemp(prefix="tether-prune-bench-"))
+    started = time.perf_counter()
+    cases: list[dict[str, Any]] = []
     try:
-        res = run(args.turns, args.keep, args.cold_runs, tmp)
+        for turns in args.turns:
+            cases += run(turns, args.keep, args.cold_runs, tmp, forget_runs=args.forget_runs)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     res = {
@@ -240,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python benchmarks/prune.py "
         + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end",
-        **res,
+        "elapsed_s": round(time.perf_counter() - started, 1),
+        "keep_messages": args.keep,
+        "cases": cases,
     }
     md = markdown(res)
     print(md)

@@ -827,7 +827,8 @@ def prune_bench(out_dir: Path, *, quick: bool, update: bool) -> None:
     a fresh thread of the same messages; its table goes into its own README section."""
     log("after compact + prune (benchmarks/prune.py) ...")
     argv = [sys.executable, str(BENCH / "prune.py"), "--json", str(out_dir / "prune.json")]
-    argv += ["--quick"] if quick else []
+    # 10,000 turns: about 2 minutes of CPU to build (the README's table has it).
+    argv += ["--forget-runs"] + (["--quick"] if quick else ["--turns", "1000,10000"])
     argv += ["--update-readme"] if update else []
     if subprocess.run(argv, check=False).returncode != 0:
         log("  prune.py failed (its output is above)")

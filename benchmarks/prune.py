@@ -20,7 +20,7 @@ at most 1.2x a fresh thread holding the same 100 messages.
   messages) on a thread of a new file: what a user who started there would hold.
 
 ``--turns`` takes a list (``1000,10000``): one case each, one table. 10,000 turns take
-about 2 minutes of CPU to build (6 minutes' wall on 2 loaded cores).
+about 2 minutes of CPU to build (the script 4 to 6 minutes' wall on 2 loaded cores).
 
 Both views are checked to hold the same messages (the run fails otherwise). Measured:
 each file's size (closed: the WAL checkpointed into it), its nodes (by kind) and

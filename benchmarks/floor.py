@@ -68,7 +68,7 @@ from workload import MESSAGE_BYTES, THREAD_A, thread_name, turn_messages  # noqa
 SYSTEMS = ("plain", "identity", "tether")
 LABELS = {"plain": "plain floor", "identity": "identity floor", "tether": "tether (SQLite)"}
 SYNCS = ("FULL", "NORMAL")
-WAL_PAGES = {"FULL": 100, "NORMAL": 1000}  # tether.store.sqlite._WAL_AUTOCHECKPOINT
+WAL_PAGES = {"FULL": 1000, "NORMAL": 1000}  # tether.store.sqlite._WAL_AUTOCHECKPOINT
 SEGMENTS = ((1, 10), (91, 100), (991, 1000))
 NAMESPACE = "bench"
 SPLIT = ("sql", "codec", "identity")

@@ -79,8 +79,9 @@ NAMESPACE = "bench"  # systems/_tether.py's
 # The seven columns store.nodes reads (tether.store.sqlite._NODE_COLS), if it moves.
 NODE_COLS = "k & 4294967295, id, kind, parents, created_at, rkey, payload"
 # The WAL pages between checkpoints that tether's store sets at each synchronous level
-# (tether.store.sqlite._WAL_AUTOCHECKPOINT); the floor and the replays set the same.
-WAL_PAGES = {"FULL": 100, "NORMAL": 1000}
+# (tether.store.sqlite._WAL_AUTOCHECKPOINT, one for both); the floor and the replays set
+# the same.
+WAL_PAGES = {"FULL": 1000, "NORMAL": 1000}
 
 
 # --- the systems, driven through the bench's own adapters ----------------------------------

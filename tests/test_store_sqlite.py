@@ -125,25 +125,37 @@ async def test_wal_and_durable_commits_by_default(store: SQLiteStore, tmp_path: 
         assert isinstance(s, SQLiteStore) and s.durability == "normal"
 
 
-async def test_the_wal_wraps_every_hundred_pages(tmp_path: Path) -> None:
-    """At durability="full" the WAL is checkpointed every 100 pages
-    (``_WAL_AUTOCHECKPOINT``), so after a few hundred commits it still holds about 100
-    frames, where SQLite's default (1,000) would have let it grow to several hundred,
-    each commit extending the file."""
+def _wal_frames(path: Path, page: int) -> int:
+    wal = Path(f"{path}-wal")
+    return (wal.stat().st_size - 32) // (page + 24) if wal.exists() else 0
+
+
+@pytest.mark.parametrize("durability", ["full", "normal"])
+async def test_the_wal_is_checkpointed_at_sqlites_thousand_pages(
+    tmp_path: Path, durability: str
+) -> None:
+    """The WAL is checkpointed every 1,000 pages (``_WAL_AUTOCHECKPOINT``, SQLite's
+    default, as SQLiteSession and SqliteSaver run), at both durabilities: the database
+    file stays as created until the WAL passes 1,000 frames (a checkpoint is the only
+    thing that writes it in WAL mode), then grows while the WAL holds no more than
+    about 1,000 frames (it wraps)."""
     path = tmp_path / "w.db"
-    async with await open_store(f"sqlite:///{path}") as s:
+    async with await open_store(f"sqlite:///{path}?durability={durability}") as s:
         assert isinstance(s, SQLiteStore)
-        assert _pragma(s, "wal_autocheckpoint") == sqlite_module._WAL_AUTOCHECKPOINT["full"]
+        assert _pragma(s, "wal_autocheckpoint") == sqlite_module._WAL_AUTOCHECKPOINT == 1000
         page = _pragma(s, "page_size")
-        for i in range(300):  # at least one page a commit: 300 frames without a wrap
+        created = path.stat().st_size
+        i = 0
+        while path.stat().st_size == created:  # no checkpoint yet
+            assert _wal_frames(path, page) <= 1000 + 50, i
             await turn(s, i, scope=f"thread:t{i % 7}")
-        frames = (Path(f"{path}-wal").stat().st_size - 32) // (page + 24)
-        assert 100 <= frames < 160, frames
-        assert (await s.head("ns", "thread:t0")).sequence == 2 * len(range(0, 300, 7))
-    # synchronous=NORMAL: no commit fsyncs, a checkpoint fsyncs twice, so SQLite's default
-    async with await open_store(f"sqlite:///{path}?durability=normal") as s:
-        assert isinstance(s, SQLiteStore)
-        assert _pragma(s, "wal_autocheckpoint") == 1000
+            i += 1
+        assert _wal_frames(path, page) >= 1000, i  # the first checkpoint came at 1,000
+        for j in range(i, i + 400):  # the WAL wraps: no longer file
+            await turn(s, j, scope=f"thread:t{j % 7}")
+        assert 1000 <= _wal_frames(path, page) <= 1000 + 50
+        assert path.stat().st_size > created
+        assert (await s.head("ns", "thread:t0")).sequence == 2 * len(range(0, i + 400, 7))
 
 
 # --- migrations ------------------------------------------------------------------------------

@@ -84,15 +84,18 @@ T = TypeVar("T")
 _LOW: Final = 0xFFFFFFFF  # the sequence part of a node's row key
 _MIN_SQLITE: Final = (3, 24, 0)  # upsert (ON CONFLICT): migration 2, the key tables
 _SYNC: Final = {"full": "FULL", "normal": "NORMAL"}
-# WAL pages after which a commit checkpoints, by durability. SQLite deletes the WAL when
-# its last connection closes, so each process starts with an empty one, and until the
-# first checkpoint lets it wrap, every commit appends to the WAL file and its fsync also
-# writes the file's new size: with SQLite's default (1,000), a durable two-node turn took
-# about 0.4 ms against 0.23 once the WAL wraps, for the first ~300 turns of every
-# process. At 100 pages that phase is ~30 commits and later commits cost the same.
-# With synchronous=NORMAL no commit fsyncs and a checkpoint fsyncs twice, so there
-# checkpoints are kept as rare as SQLite makes them (docs/storage.md, "The WAL").
-_WAL_AUTOCHECKPOINT: Final = {"full": 100, "normal": 1000}
+# WAL pages after which a commit checkpoints: SQLite's default, what SQLiteSession,
+# SqliteSaver and ADK's services run with, at both durabilities. A checkpoint costs
+# the commit that runs it an fsync of the WAL and one of the database file, and copies
+# back every page the commits since the last one touched; at 100 pages (this store's
+# setting before) a thread's store paid about ten times the checkpoints its peers do
+# (over 200 threads x 20 turns: 206 database-file fsyncs against SQLiteSession's 21,
+# 4,817 fsyncs in all against 4,353), which on a shared disk is where its wall time
+# went. The price is the WAL's growth once per process (SQLite deletes the WAL when its
+# last connection closes): until the first checkpoint lets it wrap, each commit extends
+# the file and its fsync writes the new size, as for every peer (docs/storage.md, "The
+# WAL"). A checkpoint never changes what a commit made durable.
+_WAL_AUTOCHECKPOINT: Final = 1000
 # The sequence is the low 32 bits of k: SQLite masks it, one Python int fewer per row.
 _NODE_COLS: Final = f"k & {_LOW}, id, kind, parents, created_at, rkey, payload"
 _NODE_COLS_N: Final = f"n.k & {_LOW}, n.id, n.kind, n.parents, n.created_at, n.rkey, n.payload"
@@ -375,7 +378,7 @@ class SQLiteStore(Store):
         if str(mode).lower() != "wal" and self.path != ":memory:":
             raise StoreError(f"could not switch {self.path!r} to WAL (journal_mode={mode})")
         c.execute(f"PRAGMA synchronous={_SYNC[self.durability]}")
-        c.execute(f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT[self.durability]}")
+        c.execute(f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT}")
         if self.durability == "full":
             # macOS's fsync does not flush the drive's cache; F_FULLFSYNC does. A no-op
             # elsewhere.

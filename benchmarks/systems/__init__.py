@@ -24,9 +24,18 @@ REGISTRY: dict[str, Entry] = {
     # tether's LangGraph checkpointer, in the peers venv beside SqliteSaver (its pair)
     "langgraph_tether_sqlite": Entry("LangGraph TetherSaver (SQLite)", "peers", "sqlite"),
     "langgraph_postgres": Entry("LangGraph PostgresSaver", "peers", "postgres"),
+    # tether's LangGraph checkpointer on the same server, beside PostgresSaver (its pair)
+    "langgraph_tether_postgres": Entry("LangGraph TetherSaver (PostgreSQL)", "peers", "postgres"),
     "openai_sqlite": Entry("OpenAI Agents SQLiteSession", "peers", "sqlite"),
     # tether's session for the SDK, in the peers venv beside SQLiteSession (its pair)
     "openai_tether_sqlite": Entry("OpenAI Agents TetherSession (SQLite)", "peers", "sqlite"),
+    # the SDK's server sessions, each beside TetherSession on the same server
+    "openai_sqlalchemy_postgres": Entry(
+        "OpenAI Agents SQLAlchemySession (PostgreSQL)", "peers", "postgres"
+    ),
+    "openai_tether_postgres": Entry("OpenAI Agents TetherSession (PostgreSQL)", "peers", "postgres"),
+    "openai_redis": Entry("OpenAI Agents RedisSession", "peers", "redis"),
+    "openai_tether_redis": Entry("OpenAI Agents TetherSession (Redis)", "peers", "redis"),
     "adk_sqlite": Entry("Google ADK DatabaseSessionService (SQLite)", "peers", "sqlite"),
     # tether's ADK session service, in the peers venv beside DatabaseSessionService
     "adk_tether_sqlite": Entry("Google ADK TetherSessionService (SQLite)", "peers", "sqlite"),

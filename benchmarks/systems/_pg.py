@@ -49,3 +49,16 @@ def server_durability(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         row = conn.execute(f"SHOW {k}").fetchone()
         out[k] = row[0] if isinstance(row, tuple) else next(iter(row.values()))
     return out
+
+
+def session_durability(server: dict[str, Any], how: str) -> dict[str, Any]:
+    """``System.durability()`` of a session system on this server: the server's settings
+    (no replica, so synchronous_commit=on is the strongest), one commit per add_items."""
+    strongest = server["synchronous_commit"] in ("on", "remote_apply") and server["fsync"] == "on"
+    return {
+        "setting": f"synchronous_commit={server['synchronous_commit']}, fsync={server['fsync']},"
+        " commit per add_items",
+        "strongest": strongest,
+        "note": f"server settings (no replica, so 'on' is the strongest); {how}",
+        **server,
+    }

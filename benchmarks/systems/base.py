@@ -150,3 +150,4 @@ def pkg_version(dist: str) -> str:
 
 
 POSTGRES_URL = os.environ.get("BENCH_POSTGRES_URL", "postgresql://root@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15")

@@ -12,7 +12,6 @@ the figures are for whatever the benchmarked server runs, reported in ``durabili
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -25,9 +24,8 @@ import tether.store._redis_keys
 import tether.store.redis  # noqa: F401
 
 from ._tether import TetherBase
-from .base import pkg_version
+from .base import REDIS_URL, pkg_version
 
-REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15")
 PREFIX = "tether-bench:"
 
 

@@ -23,7 +23,11 @@ that runs this script. Every phase of every system is a separate subprocess
 Output: a table on the terminal, benchmarks/out/results.json and
 benchmarks/out/latency.png. With --update-readme (the default under ``make bench``
 for a full default run) the chart and JSON are copied to docs/bench/ and the README
-section between ``<!-- bench:start -->`` and ``<!-- bench:end -->`` is rewritten.
+section between ``<!-- bench:start -->`` and ``<!-- bench:end -->`` is rewritten; when a
+session pair (pairs.PAIRS: a peer session and tether's beside it) ran whole, its figures
+go to docs/bench/pairs.json and the README section between ``<!-- bench-pairs:start -->``
+and ``<!-- bench-pairs:end -->`` (pairs.py). A run of pair systems only writes that
+section, and leaves the main one to a full run.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ sys.path.insert(0, str(BENCH))
 import agent_turn  # noqa: E402
 import floor  # noqa: E402
 import floor_gap  # noqa: E402
+import pairs  # noqa: E402
 from precompile import compile_tether  # noqa: E402
 from systems import ALL, REGISTRY  # noqa: E402
 from systems.base import POSTGRES_URL  # noqa: E402
@@ -782,7 +787,11 @@ def main(argv: list[str] | None = None) -> int:
     if update is None:
         full = not args.quick and names == ALL and args.turns == 1000
         update = bool(os.environ.get("MAKELEVEL")) and full
-    report(results, rj, peers_py, update=update)
+    # A run of session pairs only: their section, not the main one (a full run's).
+    pairs_only = all(n in pairs.SYSTEMS for n in names)
+    report(results, rj, peers_py, update=update and not pairs_only)
+    if update and pairs.update(results, README):
+        log(f"updated {README.relative_to(ROOT)}'s session pairs and docs/bench/pairs.json")
     if args.http:
         http_service(out_dir, quick=args.quick, update=update)
     if args.prune:

@@ -15,6 +15,7 @@ writes this section and leaves the main one (``<!-- bench:start -->``) to a full
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 from pathlib import Path
@@ -247,8 +248,9 @@ def update(
     results: dict[str, Any], readme: Path, path: Path = PAIRS_JSON, *, commit: str = ""
 ) -> bool:
     """Record this run's whole pairs in ``path`` and rewrite the README section; False
-    (nothing written) when no pair ran whole. ``commit``: the checkout's, by default."""
-    new = entries(results, commit or _commit())
+    (nothing written) when no pair ran whole. ``commit``: ``$BENCH_COMMIT`` if set (a run
+    of another commit's ``src/`` through this benchmark), else the checkout's."""
+    new = entries(results, commit or os.environ.get("BENCH_COMMIT") or _commit())
     if not new:
         return False
     saved = json.loads(path.read_text()) if path.exists() else {}

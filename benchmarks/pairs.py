@@ -43,7 +43,33 @@ def _median(xs: list[float], a: int, b: int) -> float | None:
 
 
 def figures(res: dict[str, Any]) -> dict[str, Any] | None:
-    """One system's figures from its run.py result, or None if a phase is missing."""
+    """One system's figures from its run.py result, or None if a phase is missing; with
+    ``--repeats``, each figure's best over the runs that went whole (the least time, the
+    most turns per second): a loaded machine only adds time."""
+    runs = [f for f in map(_one, [res, *res.get("repeats", [])]) if f is not None]
+    if not runs:
+        return None
+    out = runs[0]
+
+    def best(vals: list[list[float | None]], up: bool) -> list[float | None]:
+        cols = []
+        for k in range(2):
+            xs = [v[k] for v in vals if v[k] is not None]
+            cols.append((max(xs) if up else min(xs)) if xs else None)
+        return cols
+
+    for w in out["windows"]:
+        out["windows"][w] = best([r["windows"][w] for r in runs if w in r["windows"]], False)
+    out["a_total_s"] = best([r["a_total_s"] for r in runs], False)
+    out["b_turns_per_s"] = best([r["b_turns_per_s"] for r in runs], True)
+    out["c_load_ms"] = best([r["c_load_ms"] for r in runs], False)
+    out["in_order"] = all(r["in_order"] for r in runs)
+    out["runs"] = len(runs)
+    return out
+
+
+def _one(res: dict[str, Any]) -> dict[str, Any] | None:
+    """The figures of one run of a system, or None if a phase is missing."""
     a, b, c = res.get("write"), res.get("threads"), res.get("load")
     if not a or not b or not c or any("error" in x or "skipped" in x for x in (a, b, c)):
         return None
@@ -58,6 +84,7 @@ def figures(res: dict[str, Any]) -> dict[str, Any] | None:
             f"{x}-{y}": [_median(lat, x, y), _median(cpu, x, y) if cpu else None] for x, y in wins
         },
         "a_total_s": [a["total_s"], sum(cpu) / 1e3 if cpu else None],
+        "runs": 1,
         "b_turns_per_s": [b.get("turns_per_s"), b.get("cpu_turns_per_s")],
         "b_shape": [b.get("threads"), b.get("turns_per_thread")],
         "c_load_ms": [c.get("total_ms"), c.get("load_cpu_ms")],
@@ -207,7 +234,9 @@ def section(saved: dict[str, list[dict[str, Any]]]) -> str:
         "is waiting, for the disk's fsync and, on a shared machine, for a core. (B) is "
         "turns per second / turns per CPU second. On a machine shared with other work the "
         "wall figures of two runs of one system move by more than a pair's gap; the CPU "
-        "figures barely move.",
+        "figures barely move. With `--repeats N` each system runs N times, the pair's two in "
+        "turn, and every figure is the best of the N (the least time, the most turns per "
+        "second).",
     ]
     for peer, tether in PAIRS:
         runs = saved.get(f"{peer},{tether}")
@@ -220,9 +249,11 @@ def section(saved: dict[str, list[dict[str, Any]]]) -> str:
         for i, run in enumerate(runs):
             when = ("Before" if i < len(runs) - 1 else "After") if len(runs) > 1 else "Run"
             load = "-".join(_num(x) for x in run["load"])
+            n = run["tether"].get("runs", 1)
             out.append(
                 f"- {when}: {run['date']}, commit {run['commit']}, load average {load}, "
-                f"4 KiB fdatasync {_num(run['fdatasync_4k_ms'])} ms, `{run['command']}`; "
+                + (f"best of {n} runs of each, alternating, " if n > 1 else "")
+                + f"4 KiB fdatasync {_num(run['fdatasync_4k_ms'])} ms, `{run['command']}`; "
                 f"durability: {run['tether']['durability']} (both"
                 + ("" if run["tether"]["durability"] == run["peer"]["durability"] else " not")
                 + " the same)"

@@ -629,6 +629,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--setup-peers", action="store_true", help="build the peers venv and exit")
     p.add_argument("--keep-data", action="store_true", help="keep the stores in out/work")
     p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run every system this many times, in turn; the session pairs' README table "
+        "takes each figure's best (a loaded machine only adds time) [1]",
+    )
+    p.add_argument(
         "--render",
         metavar="JSON",
         help="only re-print a saved results.json, redraw its chart (and, with "
@@ -686,10 +693,18 @@ def main(argv: list[str] | None = None) -> int:
     bytecode = compile_tether()
     mach = machine()
     mach["fdatasync_4k_ms"] = fsync_ms(out_dir / "work")
-    systems = []
-    for n in names:
-        py = Path(sys.executable) if REGISTRY[n].venv == "tether" else peers_py
-        systems.append(bench_system(n, py, peers_why, args, out_dir))
+    systems: list[dict[str, Any]] = []
+    # --repeats: the systems run again in the same order, so a pair's two systems
+    # alternate; the later runs ride along with the first (pairs.py takes each figure's
+    # best), the main table shows the first.
+    for rep in range(max(1, args.repeats)):
+        for i, n in enumerate(names):
+            py = Path(sys.executable) if REGISTRY[n].venv == "tether" else peers_py
+            res = bench_system(n, py, peers_why, args, out_dir)
+            if rep == 0:
+                systems.append(res)
+            else:
+                systems[i].setdefault("repeats", []).append(res)
     turn: dict[str, Any] | None = None
     if args.agent_turn:
         log("agent turn (benchmarks/agent_turn.py) ...")
@@ -764,6 +779,7 @@ def main(argv: list[str] | None = None) -> int:
                 "budget_s": args.budget,
                 "quick": args.quick,
                 "load_runs": args.load_runs,
+                "repeats": args.repeats,
             },
             "elapsed_s": round(time.perf_counter() - started, 1),
         },

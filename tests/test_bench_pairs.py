@@ -99,3 +99,21 @@ def test_readme_section_holds_before_and_after_and_nothing_else_moves(
     assert "| after | OPENAI_SQLITE | 0.50 / 0.30 | 0.50 / 0.30 |" in body
     assert "2,500 / 5,000" in body  # (B): turns/s / turns per CPU s
     assert "at or below OPENAI_SQLITE on every figure, bytes 1.08x" in body
+
+
+def test_with_repeats_each_figure_is_the_best_of_the_runs(pairs: ModuleType) -> None:
+    """A loaded machine only adds time: the least wall and CPU, the most turns/s, each
+    taken on its own (here from different runs), and a run that failed is left out."""
+    first = _system("openai_tether_sqlite", 0.6, 0.2, tps=2000, load=9.0, by=700)
+    first["repeats"] = [
+        _system("openai_tether_sqlite", 0.4, 0.3, tps=1500, load=7.0, by=700),
+        {"system": "openai_tether_sqlite", "write": {"error": "boom"}},
+    ]
+    f = pairs.figures(first)
+    assert f["runs"] == 2
+    assert f["windows"]["1-10"] == [0.4, 0.2]  # wall of the second run, CPU of the first
+    assert f["b_turns_per_s"] == [2000, 4000] and f["c_load_ms"] == [7.0, 3.5]
+    results = _results("d", 0.5)
+    results["systems"][1] = first
+    text = pairs.section(pairs.merge({}, pairs.entries(results, "c")))
+    assert "best of 2 runs of each, alternating" in text

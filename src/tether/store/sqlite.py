@@ -90,11 +90,11 @@ _SYNC: Final = {"full": "FULL", "normal": "NORMAL"}
 # back every page the commits since the last one touched; at 100 pages (this store's
 # setting before) a thread's store paid about ten times the checkpoints its peers do
 # (over 200 threads x 20 turns: 206 database-file fsyncs against SQLiteSession's 21,
-# 4,817 fsyncs in all against 4,353), which on a shared disk is where its wall time
-# went. The price is the WAL's growth once per process (SQLite deletes the WAL when its
-# last connection closes): until the first checkpoint lets it wrap, each commit extends
-# the file and its fsync writes the new size, as for every peer (docs/storage.md, "The
-# WAL"). A checkpoint never changes what a commit made durable.
+# 4,817 fsyncs in all against 4,353; now 23 and 4,268). The price is the WAL's growth
+# once per process (SQLite deletes the WAL when its last connection closes): until the
+# first checkpoint lets it wrap, each commit extends the file and its fsync writes the
+# new size, as for every peer (docs/storage.md, "The WAL"). A checkpoint never changes
+# what a commit made durable.
 _WAL_AUTOCHECKPOINT: Final = 1000
 # The sequence is the low 32 bits of k: SQLite masks it, one Python int fewer per row.
 _NODE_COLS: Final = f"k & {_LOW}, id, kind, parents, created_at, rkey, payload"

@@ -56,9 +56,11 @@ without its call.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -206,15 +208,18 @@ def is_foreign(node: CausalNode) -> bool:
 
 def _foreign_call_name(call: CausalNode) -> str | None:
     """The tool a foreign call names (``name``, else ``tool``), if it names one."""
-    p = call.payload
+    return _call_name(call.payload)
+
+
+def _call_name(p: Any) -> str | None:
     if not isinstance(p, dict):
         return None
     name = p.get("name", p.get("tool"))
     return name if isinstance(name, str) and name else None
 
 
-def _foreign_result_text(result: CausalNode) -> str:
-    p = result.payload
+def _result_text(p: Any) -> str:
+    """A foreign result's text (see the module docstring)."""
     if isinstance(p, dict):
         for name in _RESULT_TEXT:
             if p.get(name) is not None:
@@ -232,6 +237,74 @@ def foreign_text(node: CausalNode) -> str:
     return text_of(p)
 
 
+class _Run:
+    """What a projector keeps of one run: its goals and inferences of this llm, its status
+    ("completed" | "failed" | None) and whether an inference of it has a result."""
+
+    __slots__ = ("done", "id", "items", "status")
+
+    def __init__(self, id: str | None) -> None:
+        self.id = id
+        self.items: list[_Item] = []
+        self.status: str | None = None
+        self.done = False
+
+
+_PLAIN, _ERASED, _FOREIGN = 0, 1, 2
+
+
+class _Item:
+    """A goal or inference a projector holds: only what its unit is made of (the texts
+    the messages share, the calls), not the node (no id, parents or other payload
+    fields), so what a long thread's kept view holds is close to its messages.
+    ``tag``: tether's own node, an erased placeholder, or a foreign goal or answer
+    (``content`` its text)."""
+
+    __slots__ = ("calls", "content", "input", "kind", "run", "sequence", "tag", "unit", "unrun")
+
+    def __init__(
+        self,
+        sequence: int,
+        kind: str,
+        tag: int,
+        run: _Run | None = None,
+        input: str | None = None,
+        content: str | None = None,
+        calls: tuple[dict[str, Any], ...] = (),
+        unrun: bool = False,
+    ) -> None:
+        self.sequence = sequence
+        self.kind = kind
+        self.tag = tag
+        self.run = run
+        self.input = input
+        self.content = content
+        self.calls = calls
+        self.unrun = unrun  # the payload's "run" is null: a message outside any run
+        self.unit: Unit | None = None
+
+
+class _ForeignCall(_Item):
+    """A foreign tool call naming a tool: ``calls`` its one call (its node id as the
+    call id, ``args`` as its arguments); once a result is paired with it, ``content``
+    is the result's text and ``last`` its sequence."""
+
+    __slots__ = ("last",)
+
+    def __init__(self, sequence: int, id: str, name: str, p: dict[str, Any]) -> None:
+        args = p.get("args", p.get("arguments"))
+        call = {"id": id, "name": name, "arguments": {} if args is None else args}
+        super().__init__(sequence, "tool_call", _FOREIGN, calls=(call,))
+        self.last: int | None = None
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else text_of(value)
+
+
+_sequence = attrgetter("sequence")
+
+
 class Projector:
     """``project`` kept up to date: fed nodes in sequence order, a few at a time, it
     holds the units of everything fed so far, as ``project`` of all of it returns them.
@@ -244,24 +317,22 @@ class Projector:
     call it is the first result of. ``units()`` rebuilds them and the output from the
     earliest stale one on, so a turn fed to a long thread costs the turn, not the
     thread (``view_cache``). The module docstring gives the rules themselves.
+
+    It keeps no node: of a goal or inference, the texts and calls its unit is made of
+    (shared with the unit's messages); of a tool result, its sequence, name and text;
+    of a run, its status; of a foreign tool call, its call and its result's text. A
+    node fed again (its sequence not after the latest fed) is skipped.
     """
 
     __slots__ = (
-        "_by_run",
-        "_calls",
-        "_done_runs",
-        "_ended",
         "_failed_turns",
         "_fcalls",
-        "_fresults",
-        "_goals",
-        "_made",
         "_messages",
         "_mine",
         "_offsets",
         "_owners",
-        "_pos",
         "_results",
+        "_runs",
         "_seen",
         "_stale",
         "_turn",
@@ -276,146 +347,162 @@ class Projector:
     def __init__(self, llm: str, *, run: str | None = None) -> None:
         self.llm = llm
         self.run = run
-        self._mine: list[CausalNode] = []  # goals and inferences of this llm (and erased ones)
-        self._pos: dict[int, int] = {}  # sequence -> index in _mine
-        self._by_run: dict[str | None, list[CausalNode]] = {}  # _mine (not erased) per run
-        self._goals: dict[str | None, list[CausalNode]] = {}
-        self._calls: dict[int, list[dict[str, Any]]] = {}  # inference sequence -> its calls
-        self._owners: dict[_Key, list[CausalNode]] = {}  # (run, call id) -> inferences
-        self._results: dict[_Key, CausalNode] = {}  # (run, call id) -> first result
-        self._ended: dict[str, str] = {}  # run -> "completed" | "failed"
-        self._done_runs: set[str | None] = set()  # runs with an inference with a result
-        self._made: dict[int, Unit | None] = {}  # sequence of a _mine node -> its unit
-        self._stale: dict[int, CausalNode] = {}
-        # Foreign turns: the goal of the one the walk is in, each turn's shown nodes
-        # (goal sequence -> nodes), the foreign node's turn, the turns that failed.
+        self._mine: list[_Item] = []  # goals and inferences of this llm (and erased ones)
+        self._runs: dict[str | None, _Run] = {}
+        self._owners: dict[_Key, list[_Item]] = {}  # (run, call id) -> inferences
+        # (run, call id) -> the first result: (sequence, name, content text)
+        self._results: dict[_Key, tuple[int, str | None, str]] = {}
+        self._stale: dict[int, _Item] = {}
+        # Foreign turns: the goal of the one the walk is in, each turn's shown items
+        # (goal sequence -> items), the foreign item's turn, the turns that failed.
         self._seen = 0  # the highest sequence fed
-        self._turn: CausalNode | None = None
-        self._turns: dict[int, list[CausalNode]] = {}
-        self._turn_of: dict[int, int] = {}  # a foreign node's sequence -> its turn's goal
+        self._turn: int | None = None
+        self._turns: dict[int, list[_Item]] = {}
+        self._turn_of: dict[int, int] = {}  # a foreign item's sequence -> its turn's goal
         self._failed_turns: set[int] = set()
-        # Foreign tool calls by node id, and the result paired with each.
-        self._fcalls: dict[str, CausalNode] = {}
-        self._fresults: dict[str, CausalNode] = {}
+        # Foreign tool calls naming a tool, by node id (a result pairs with its parent).
+        self._fcalls: dict[str, _ForeignCall] = {}
         # The output: units in _mine order, each's index in _mine, and the flat messages
-        # with each unit's offset in them.
+        # with each unit's offset in them (machine integers: no int object per unit).
         self._units: list[Unit] = []
-        self._upos: list[int] = []
+        self._upos = array("q")
         self._messages: list[Message] = []
-        self._offsets: list[int] = []
+        self._offsets = array("q")
 
     @property
     def size(self) -> int:
         """How many goals and inferences this projector holds (what it keeps in memory)."""
         return len(self._mine)
 
+    def _run(self, r: str | None) -> _Run:
+        run = self._runs.get(r)
+        if run is None:
+            run = self._runs[r] = _Run(r)
+        return run
+
     def feed(self, nodes: Iterable[CausalNode]) -> None:
         """Take ``nodes``, the next ones of the thread in sequence order."""
         llm = self.llm
         for n in nodes:
+            seq = n.sequence
+            if seq <= self._seen:
+                continue  # fed before
+            self._seen = seq
             p = n.payload
             k = n.kind
-            if n.sequence > self._seen:
-                self._seen = n.sequence
-                if k == "goal":
-                    self._turn = None  # any goal ends a foreign turn
-                if is_foreign(n):
-                    self._foreign(n)
-                    continue
-            elif is_foreign(n):
-                continue  # fed before
+            if k == "goal":
+                self._turn = None  # any goal ends a foreign turn
+            if is_foreign(n):
+                self._foreign(n)
+                continue
             if not isinstance(p, dict):
                 continue
             if is_erased(p):
                 if k == "goal" or k == "inference":
-                    self._add(n)  # a placeholder message, whichever llm wrote it
+                    self._add(_Item(seq, k, _ERASED))  # a placeholder, whichever llm wrote it
                 continue
             if k == "goal" or k == "inference":
-                if p.get("llm") != llm or n.sequence in self._pos:
+                if p.get("llm") != llm:
                     continue
-                r = _str(p.get("run"))
-                self._add(n)
-                self._by_run.setdefault(r, []).append(n)
-                if k == "goal":
-                    self._goals.setdefault(r, []).append(n)
-                    continue
-                calls = _calls(p)
-                self._calls[n.sequence] = calls
-                for c in calls:
-                    self._owners.setdefault((r, c["id"]), []).append(n)
-                if any((r, c["id"]) in self._results for c in calls):
-                    self._done(r)
+                run = self._run(_str(p.get("run")))
+                calls = tuple(_calls(p)) if k == "inference" else ()
+                item = _Item(
+                    seq,
+                    k,
+                    _PLAIN,
+                    run,
+                    _text_or_none(p.get("input")),
+                    _text_or_none(p.get("content")) if k == "inference" else None,
+                    calls,
+                    "run" in p and p["run"] is None,
+                )
+                self._add(item)
+                run.items.append(item)
+                if calls:
+                    r = run.id
+                    for c in calls:
+                        self._owners.setdefault((r, c["id"]), []).append(item)
+                    if any((r, c["id"]) in self._results for c in calls):
+                        self._done(run)
             elif k == "tool_result":
                 cid = p.get("call_id")
                 if p.get("llm") != llm or not isinstance(cid, str):
                     continue
-                r = _str(p.get("run"))
-                key = (r, cid)
+                run = self._run(_str(p.get("run")))
+                key = (run.id, cid)
                 if key in self._results:
                     continue  # the first result is the call's result
-                self._results[key] = n
+                self._results[key] = (seq, _str(p.get("name")), text_of(p.get("content")))
                 owners = self._owners.get(key)
                 if owners:
                     for o in owners:
                         self._stale[o.sequence] = o
-                    self._done(r)
+                    self._done(run)
             elif k == "answer" or k == "protocol_error":
                 r = _str(p.get("run"))
+                if r is None:
+                    continue
+                run = self._run(r)
                 # A failure is final even if an answer was also written.
-                if r is None or not (k == "protocol_error" or r not in self._ended):
+                if k == "answer" and run.status is not None:
                     continue
                 status = "completed" if k == "answer" else "failed"
-                if self._ended.get(r) != status:
-                    self._ended[r] = status
-                    self._touch(r)
+                if run.status != status:
+                    run.status = status
+                    self._touch(run)
 
     def _foreign(self, n: CausalNode) -> None:
         p = n.payload
         k = n.kind
+        seq = n.sequence
         if k == "goal":
-            self._turn = n
-            self._turns[n.sequence] = []
+            self._turn = seq
+            self._turns[seq] = []
         turn = self._turn
         if k == "protocol_error":
             # A turn whose last word is an error failed (StateWeave's runtime writes one
             # after each rejected model output, then retries: an answer after it stands).
-            if turn is not None and turn.sequence not in self._failed_turns:
-                self._failed_turns.add(turn.sequence)
-                self._touch_turn(turn.sequence)
+            if turn is not None and turn not in self._failed_turns:
+                self._failed_turns.add(turn)
+                self._touch_turn(turn)
             return
         if k == "tool_result":
-            self._foreign_result(n)
+            self._foreign_result(seq, p, n.parents)
             return
-        if k == "answer" and turn is not None and turn.sequence in self._failed_turns:
-            self._failed_turns.discard(turn.sequence)  # the retry answered
-            self._touch_turn(turn.sequence)
+        if k == "answer" and turn is not None and turn in self._failed_turns:
+            self._failed_turns.discard(turn)  # the retry answered
+            self._touch_turn(turn)
         wanted = p.get("llm") if isinstance(p, dict) else None
         if isinstance(wanted, str) and wanted != self.llm:
             return
+        item: _Item
         if k == "tool_call":
-            if _foreign_call_name(n) is None:
+            name = _call_name(p)
+            if name is None:
                 return  # names no tool: no message can hold it
-            self._fcalls[n.id] = n
+            item = self._fcalls[n.id] = _ForeignCall(seq, n.id, name, p)
+        else:
+            item = _Item(seq, k, _FOREIGN, content=foreign_text(n))
         if turn is None:
-            self._add(n)  # an answer or call outside any turn: a message of its own
+            self._add(item)  # an answer or call outside any turn: a message of its own
             return
-        self._turns[turn.sequence].append(n)
-        self._turn_of[n.sequence] = turn.sequence
-        self._add(n)
+        self._turns[turn].append(item)
+        self._turn_of[seq] = turn
+        self._add(item)
 
-    def _foreign_result(self, n: CausalNode) -> None:
+    def _foreign_result(self, seq: int, p: Any, parents: Sequence[str]) -> None:
         """Pair a foreign result with its call: the result's only parent (as StateWeave's
         runtime appends it), naming the same tool if it names one; the first one wins."""
-        if len(n.parents) != 1:
+        if len(parents) != 1:
             return
-        call = self._fcalls.get(n.parents[0])
-        if call is None or call.id in self._fresults:
+        call = self._fcalls.get(parents[0])
+        if call is None or call.last is not None:
             return
-        p = n.payload
         tool = p.get("tool", p.get("name")) if isinstance(p, dict) else None
-        if isinstance(tool, str) and tool != _foreign_call_name(call):
+        if isinstance(tool, str) and tool != call.calls[0]["name"]:
             return
-        self._fresults[call.id] = n
+        call.content = _result_text(p)
+        call.last = seq
         self._stale[call.sequence] = call
 
     def _touch_turn(self, goal: int) -> None:
@@ -426,8 +513,9 @@ class Projector:
         """Make ``run`` the run in progress (shown in full though it has no answer yet)."""
         if run != self.run:
             old, self.run = self.run, run
-            self._touch(old)
-            self._touch(run)
+            for r in (old, run):
+                if r is not None and (rec := self._runs.get(r)) is not None:
+                    self._touch(rec)
 
     def units(self) -> list[Unit]:
         """The units of everything fed (a new list)."""
@@ -444,131 +532,127 @@ class Projector:
 
     # -- internals
 
-    def _add(self, n: CausalNode) -> None:
-        if n.sequence in self._pos:
-            return
-        self._pos[n.sequence] = len(self._mine)
-        self._mine.append(n)
-        self._stale[n.sequence] = n
+    def _add(self, item: _Item) -> None:
+        self._mine.append(item)
+        self._stale[item.sequence] = item
 
-    def _done(self, r: str | None) -> None:
-        if r not in self._done_runs:
-            self._done_runs.add(r)
-            for g in self._goals.get(r, ()):
-                self._stale[g.sequence] = g
+    def _done(self, run: _Run) -> None:
+        if not run.done:
+            run.done = True
+            for g in run.items:
+                if g.kind == "goal":
+                    self._stale[g.sequence] = g
 
-    def _touch(self, r: str | None) -> None:
-        if r is not None:
-            for n in self._by_run.get(r, ()):
-                self._stale[n.sequence] = n
+    def _touch(self, run: _Run) -> None:
+        if run.id is not None:
+            for item in run.items:
+                self._stale[item.sequence] = item
 
-    def _full(self, r: str | None) -> bool:
-        status = self._ended.get(r) if r is not None else None
+    def _full(self, run: _Run) -> bool:
+        r = run.id
+        status = run.status if r is not None else None
         return status == "completed" or (status is None and r is not None and r == self.run)
 
     def _rebuild(self) -> None:
         stale = self._stale
         if not stale:
             return
-        made = self._made
-        for seq, n in stale.items():
-            made[seq] = self._unit(n)
-        first = min(self._pos[seq] for seq in stale)
+        for item in stale.values():
+            item.unit = self._unit(item)
+        mine = self._mine
+        # _mine is in sequence order (fed so, each item once).
+        first = bisect_left(mine, min(stale), key=_sequence)
         stale.clear()
         cut = bisect_left(self._upos, first)
-        if cut < len(self._units):
-            del self._messages[self._offsets[cut] :]
-            del self._units[cut:], self._upos[cut:], self._offsets[cut:]
-        mine = self._mine
+        units, upos, messages, offsets = self._units, self._upos, self._messages, self._offsets
+        if cut < len(units):
+            del messages[offsets[cut] :]
+            del units[cut:], upos[cut:], offsets[cut:]
         for i in range(first, len(mine)):
-            u = made[mine[i].sequence]
+            u = mine[i].unit
             if u is not None:
-                self._units.append(u)
-                self._upos.append(i)
-                self._offsets.append(len(self._messages))
-                self._messages.extend(u.messages)
+                units.append(u)
+                upos.append(i)
+                offsets.append(len(messages))
+                messages.extend(u.messages)
 
-    def _unit(self, n: CausalNode) -> Unit | None:
-        p = n.payload
-        if is_foreign(n):
-            if self._turn_of.get(n.sequence) in self._failed_turns:
+    def _unit(self, item: _Item) -> Unit | None:
+        seq = item.sequence
+        if item.tag == _FOREIGN:
+            if self._turn_of.get(seq) in self._failed_turns:
                 return None
-            if n.kind == "tool_call":
-                return self._foreign_call_unit(n)
+            if isinstance(item, _ForeignCall):
+                return self._foreign_call_unit(item)
             msg: Message = {
-                "role": "user" if n.kind == "goal" else "assistant",
-                "content": foreign_text(n),
+                "role": "user" if item.kind == "goal" else "assistant",
+                "content": item.content,
             }
-            return Unit(anchor=n.sequence, last=n.sequence, messages=(msg,), run=None)
-        if is_erased(p):
-            role = "user" if n.kind == "goal" else "assistant"
+            return Unit(anchor=seq, last=seq, messages=(msg,), run=None)
+        if item.tag == _ERASED:
+            role = "user" if item.kind == "goal" else "assistant"
             erased: Message = {"role": role, "content": ERASED_TEXT}
-            return Unit(anchor=n.sequence, last=n.sequence, messages=(erased,), run=None)
-        r = _str(p.get("run"))
+            return Unit(anchor=seq, last=seq, messages=(erased,), run=None)
+        run = item.run
+        assert run is not None
+        r = run.id
         # A message stored outside any run ("run": null, e.g. a LangGraph thread's
         # messages written by tether.adapters.langgraph) is a finished message.
-        shown_full = self._full(r) or (r is None and "run" in p and p["run"] is None)
-        if n.kind == "goal":
+        shown_full = self._full(run) or (r is None and item.unrun)
+        if item.kind == "goal":
             # Shown whole, or as the goal of a run shown by its receipts.
-            if p.get("input") is None or not (shown_full or r in self._done_runs):
+            if item.input is None or not (shown_full or run.done):
                 return None
             return Unit(
-                anchor=n.sequence,
-                last=n.sequence,
-                messages=({"role": "user", "content": text_of(p["input"])},),
+                anchor=seq,
+                last=seq,
+                messages=({"role": "user", "content": item.input},),
                 run=r,
             )
         results = self._results
-        done = [c for c in self._calls[n.sequence] if (r, c["id"]) in results]
+        done = [c for c in item.calls if (r, c["id"]) in results]
         if not shown_full and not done:
             return None
         msgs: list[Message] = []
-        if p.get("input") is not None:
-            msgs.append({"role": "user", "content": text_of(p["input"])})
-        content = p.get("content") if shown_full else None
-        content = None if content is None else text_of(content)
+        if item.input is not None:
+            msgs.append({"role": "user", "content": item.input})
+        content = item.content if shown_full else None
         if done or content:
             a: Message = {"role": "assistant", "content": content}
             if done:
                 a["tool_calls"] = done
             msgs.append(a)
-        last = n.sequence
+        last = seq
         for c in done:
-            res = results[(r, c["id"])]
-            rp = res.payload
+            res_seq, name, text = results[(r, c["id"])]
             msgs.append(
                 {
                     "role": "tool",
                     "tool_call_id": c["id"],
-                    "name": _str(rp.get("name")) or c["name"],
-                    "content": text_of(rp.get("content")),
+                    "name": name or c["name"],
+                    "content": text,
                 }
             )
-            last = max(last, res.sequence)
+            last = max(last, res_seq)
         if not msgs:
             return None
-        return Unit(anchor=n.sequence, last=last, messages=tuple(msgs), run=r)
+        return Unit(anchor=seq, last=last, messages=tuple(msgs), run=r)
 
-    def _foreign_call_unit(self, n: CausalNode) -> Unit | None:
+    def _foreign_call_unit(self, item: _ForeignCall) -> Unit | None:
         """A foreign call with its result: an assistant message holding the call (its
         node id as the call id), then the tool message; without a result, nothing."""
-        res = self._fresults.get(n.id)
-        name = _foreign_call_name(n)
-        if res is None or name is None:
+        if item.last is None:
             return None
-        p = n.payload
-        args = p.get("args", p.get("arguments")) if isinstance(p, dict) else None
-        call = {"id": n.id, "name": name, "arguments": {} if args is None else args}
+        call = item.calls[0]
         messages: tuple[Message, ...] = (
             {"role": "assistant", "content": None, "tool_calls": [call]},
             {
                 "role": "tool",
-                "tool_call_id": n.id,
-                "name": name,
-                "content": _foreign_result_text(res),
+                "tool_call_id": call["id"],
+                "name": call["name"],
+                "content": item.content,
             },
         )
-        return Unit(anchor=n.sequence, last=res.sequence, messages=messages, run=None)
+        return Unit(anchor=item.sequence, last=item.last, messages=messages, run=None)
 
 
 def flatten(units: Sequence[Unit]) -> list[Message]:

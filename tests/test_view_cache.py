@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 import tether
 from tether.core.erased import ERASED_TEXT, is_erased, placeholder
 from tether.core.graph import CausalNode, make_node
-from tether.core.messages import Message
-from tether.models import Rule
+from tether.core.messages import Message, MessageList
+from tether.models import ModelRequest, ModelResponse, Rule
 from tether.projections import Buffer, conversation_view
 from tether.projections.projection import (
     Projector,
@@ -43,7 +43,7 @@ from tether.projections.projection import (
     is_foreign,
     text_of,
 )
-from tether.projections.view_cache import ViewCache, view_cache
+from tether.projections.view_cache import _COUNTS_REFERENCES, ViewCache, view_cache
 from tether.store.in_memory import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -452,10 +452,23 @@ op = st.one_of(
 )
 
 
+# Request lists (``lead``) a caller kept, with what they held when handed out: a list
+# brought forward in place later must never be one of these.
+Held = list[tuple[list[Message], list[Message]]]
+
+
 async def _view_pair(
-    cached: tether.Store, fresh: tether.Store, ns: str, thread: str, at: Any = None
+    cached: tether.Store,
+    fresh: tether.Store,
+    ns: str,
+    thread: str,
+    at: Any = None,
+    held: Held | None = None,
 ) -> None:
-    """Every view of ``thread`` through ``cached``'s cache equals the one ``fresh`` rebuilds."""
+    """Every view of ``thread`` through ``cached``'s cache equals the one ``fresh`` rebuilds;
+    so does every request list (``lead``), whether brought forward in place or made anew,
+    and every list a caller kept (every third) still holds what it held."""
+    held = [] if held is None else held
     runs = {None, *(n.payload.get("run") for n in await fresh.nodes(ns, "thread:" + thread))}
     for llm in LLMS:
         for run in sorted(runs, key=str)[:4]:
@@ -472,6 +485,18 @@ async def _view_pair(
                 want.summary,
                 want.sequence,
             )
+            # A lead per run of the first two, so it changes now and then.
+            lead = ({"role": "system", "content": f"lead {llm} {run if run == 'run1' else ''}"},)
+            asked = await conversation_view(cached, ns, thread, at=at, lead=lead, **kw)
+            assert isinstance(asked.messages, MessageList)
+            assert asked.messages == [*lead, *want.messages] and asked.kept == want.kept
+            if len(held) % 3 == 0:
+                held.append((asked.messages, list(asked.messages)))
+            else:
+                held.append(([], []))
+            del asked
+    for kept, then in held:
+        assert kept == then
 
 
 def test_views_brought_forward_equal_views_rebuilt(tmp_path: Path) -> None:
@@ -492,9 +517,11 @@ def test_views_brought_forward_equal_views_rebuilt(tmp_path: Path) -> None:
         run()
     finally:
         writer.close()
-    # The views were served from the cache, brought forward, not only rebuilt.
+    # The views were served from the cache, brought forward, not only rebuilt; request
+    # lists were brought forward in place (on CPython, which counts references).
     assert sum(c.forwarded for c in served) > 0
     assert sum(c.rebuilt for c in served) > 0
+    assert sum(c.reused for c in served) > 0 or not _COUNTS_REFERENCES
 
 
 async def _run(
@@ -505,6 +532,7 @@ async def _run(
     ns = "ns-" + uuid.uuid4().hex[:8]
     cached = await tether.open_store(url)
     fresh = await tether.open_store(url)
+    held: Held = []
     try:
         threads = ["t"]
         opened: list[str] = []
@@ -526,11 +554,11 @@ async def _run(
                     new_thread=new,
                 )
                 threads.append(new)
-                await _view_pair(cached, fresh, ns, thread)  # the source's cache goes on
+                await _view_pair(cached, fresh, ns, thread, held=held)  # the source's goes on
                 continue
             if what == "stale_view":
                 if old_head is not None:
-                    await _view_pair(cached, fresh, ns, thread, at=old_head)
+                    await _view_pair(cached, fresh, ns, thread, at=old_head, held=held)
                 continue
             count += 1
             command = {"ns": ns, "thread": thread, "what": what, "llm": arg, "n": count}
@@ -547,7 +575,7 @@ async def _run(
             else:
                 writer.do(command)
             old_head = await fresh.head(ns, scope)
-            await _view_pair(cached, fresh, ns, thread)
+            await _view_pair(cached, fresh, ns, thread, held=held)
         cache = view_cache(cached)
         assert cache is not None
         served.append(cache)
@@ -683,3 +711,92 @@ async def test_a_view_at_a_head_ahead_of_the_scope_is_not_kept(tmp_path: Path) -
     finally:
         await cached.close()
         await fresh.close()
+
+
+class _Keeping:
+    """A model that answers and, when told to, keeps the lists it was sent."""
+
+    def __init__(self) -> None:
+        self.kept: list[tuple[list[Message], list[Message]]] = []
+        self.keep = False
+        self.edit = False
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        if self.edit:
+            request.messages.append({"role": "user", "content": "slipped in"})
+        if self.keep:
+            self.kept.append((request.messages, list(request.messages)))
+        return ModelResponse(content=f"answer {len(request.messages)}")
+
+
+async def test_a_request_list_is_brought_forward_in_place_only_when_nobody_holds_it() -> None:
+    # The whole buffer of a thread handed to the model: the list the process kept, brought
+    # forward by the new messages (no copy of the thread a turn) while nothing else holds
+    # it; a list a model kept is never changed after (a new one is made instead); a model
+    # that edits its request fails loudly and the next view is still the graph's.
+    store = MemoryStore()
+    model = _Keeping()
+    agent = tether.Agent(tether.Spec.single(system="Be brief."), model, store=store)
+    cache = view_cache(store)
+    assert cache is not None
+    for k in range(4):
+        await agent.step(f"question {k}", thread="t")
+    if _COUNTS_REFERENCES:
+        assert cache.reused >= 2, cache.reused
+    model.keep = True
+    for k in range(4, 8):
+        await agent.step(f"question {k}", thread="t")
+    reused = cache.reused
+    for k in range(8, 10):
+        await agent.step(f"question {k}", thread="t")
+    assert cache.reused == reused  # held by the model: new lists each turn
+    assert len(model.kept) == 6
+    for kept, then in model.kept:
+        assert kept == then  # what the model was sent, unchanged by later turns
+    last = model.kept[-1][1]
+    assert last[0] == {"role": "system", "content": "Be brief."}
+    assert last[-1] == {"role": "user", "content": "question 9"} and len(last) == 1 + 19
+    model.keep = False
+    model.kept.clear()
+    model.edit = True
+    failed = await agent.step("question 10", thread="t")
+    assert failed.status == "failed" and failed.error is not None
+    assert failed.error.code == "model_raised" and "TypeError" in failed.error.message
+    model.edit = False
+    await agent.step("question 11", thread="t")
+    fresh = view_cache(store)
+    assert fresh is not None
+    got = await conversation_view(store, "default", "t")
+    fresh.clear()
+    assert got.messages == (await conversation_view(store, "default", "t")).messages
+    assert "slipped in" not in [m["content"] for m in got.messages]
+
+
+def test_a_message_list_refuses_changes_and_copies_as_a_list() -> None:
+    import copy
+    import operator
+    import pickle
+
+    m = MessageList([{"role": "user", "content": "hi"}])
+    for change in (
+        lambda: m.append({}),
+        lambda: m.extend([{}]),
+        lambda: m.insert(0, {}),
+        lambda: m.pop(),
+        lambda: m.remove(m[0]),
+        lambda: m.clear(),
+        lambda: m.sort(),
+        lambda: m.reverse(),
+        lambda: m.__setitem__(0, {}),
+        lambda: m.__delitem__(0),
+        lambda: m.__iadd__([{}]),
+        lambda: m.__imul__(2),
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    assert m == [{"role": "user", "content": "hi"}]
+    assert json.loads(json.dumps(m)) == m
+    added = operator.add(m, [])
+    copies = (list(m), m[:], added, copy.copy(m), copy.deepcopy(m), pickle.loads(pickle.dumps(m)))
+    for copied in copies:
+        assert type(copied) is list and copied == m

@@ -18,6 +18,41 @@ from typing import Any, Protocol, runtime_checkable
 Message = dict[str, Any]
 
 
+class MessageList(list[Message]):
+    """The messages of a ``ModelRequest`` the runtime makes: a list that refuses to be
+    changed (``TypeError``), as a model reads a request and never edits it.
+
+    A process keeps a long thread's conversation between turns and hands the same list
+    to the next turn's request when nothing else holds it, extended by the new
+    messages, instead of copying it each turn; so a change made to it in place would
+    reach later views. Everything that reads a list works (iteration, indexing,
+    ``len``, ``json.dumps``, ``orjson``); slicing and ``+`` give a plain list, and
+    ``list(messages)`` a copy to edit. Pickled or copied, it is a plain list.
+    """
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            "a model request's messages are read-only (later turns share them): "
+            "copy them to edit, e.g. messages = list(request.messages)"
+        )
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))
+
+    def __copy__(self) -> list[Message]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Message]:
+        import copy
+
+        return copy.deepcopy(list(self), memo)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolSpec:
     """A tool as the model sees it: a name, a description and a JSON schema."""
@@ -70,7 +105,8 @@ class Model(Protocol):
 
     A request's messages are read, never changed in place: the conversation a process
     keeps between turns (``tether.projections.view_cache``) hands the same message
-    objects to the next request. Copy a message before editing it.
+    objects, and when nothing else holds it the same list (a ``MessageList``, which
+    refuses changes), to the next request. Copy a message before editing it.
     """
 
     async def complete(self, request: ModelRequest) -> ModelResponse: ...

@@ -19,14 +19,14 @@ summary, so the model is asked once per threshold, not on every load.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import scopes
 from ..core.errors import InvalidRequest
 from ..core.graph import CausalNode
-from ..core.messages import Message, Model
+from ..core.messages import Message, MessageList, Model
 from ..store.base import Head, Store
 from .policies import (
     Buffer,
@@ -88,6 +88,7 @@ async def _load(
     run: str | None,
     at: Head | None = None,
     with_units: bool = True,
+    lead: tuple[Message, ...] | None = None,
 ) -> ConversationView:
     summary_node = await store.resource_head(namespace, scope, summary_key(llm))
     system_node = await store.resource_head(namespace, scope, system_key(llm))
@@ -158,13 +159,31 @@ async def _load(
         cache = view_cache(store)
         if cache is not None:
             # Kept by this process and brought forward by the nodes since (view_cache).
+            first = None if lead is None else (*lead, *prefix)
             kept_units, messages = await cache.view(
-                store, namespace, scope, llm=llm, run=run, after=after, head=head, units=with_units
+                store,
+                namespace,
+                scope,
+                llm=llm,
+                run=run,
+                after=after,
+                head=head,
+                units=with_units,
+                lead=first,
             )
+            if first is not None:
+                # lead + prefix + the conversation, as one list the cache may share
+                kept = len(messages) - len(first)
+                return _view([], kept_units, messages, summary, summary_node, head, kept=kept)
             return _view(prefix, kept_units, messages, summary, summary_node, head)
         nodes = await read_nodes(store, namespace, scope, after=after, before=before)
         units = project(nodes, llm=llm, run=run)
-    return _view(prefix, tuple(units), flatten(units), summary, summary_node, head)
+    flat = flatten(units)
+    if lead is not None:
+        shared = MessageList((*lead, *prefix))
+        list.extend(shared, flat)
+        return _view([], tuple(units), shared, summary, summary_node, head, kept=len(flat))
+    return _view(prefix, tuple(units), flat, summary, summary_node, head)
 
 
 def _view(
@@ -174,10 +193,15 @@ def _view(
     summary: SummaryContent | None,
     summary_node: CausalNode | None,
     head: Head,
+    *,
+    kept: int | None = None,
 ) -> ConversationView:
+    """``prefix + messages`` (a new list: ``messages`` may be a kept view's own), or,
+    with ``kept`` (the conversation's share of ``messages``), ``messages`` itself: a
+    ``MessageList`` that already holds the lead and prefix."""
     return ConversationView(
-        messages=prefix + messages,  # a new list: ``messages`` may be a kept view's own
-        kept=len(messages),
+        messages=messages if kept is not None else prefix + messages,
+        kept=len(messages) if kept is None else kept,
         summary=summary,
         summary_node=summary_node.id if summary_node is not None and summary else None,
         sequence=head.sequence,
@@ -197,8 +221,15 @@ async def conversation_view(
     model: Model | None = None,
     at: Head | None = None,
     units: bool = True,
+    lead: Sequence[Message] | None = None,
 ) -> ConversationView:
     """Like ``load_conversation`` but returns the ``ConversationView`` (counts, summary).
+
+    ``lead``: messages to put first (a system prompt rendered for this call); the view's
+    ``messages`` are then a read-only ``MessageList`` (lead, stored system prompt,
+    summary, conversation) for a model request, which this process may hand to the
+    next view of the thread with the same lead again, brought forward in place once
+    nothing else holds it (a whole buffer of a long thread is then not copied a turn).
 
     ``units=False``: the view's ``units`` are left empty (a caller that sends the
     messages only: a whole buffer's units are as many as its turns).
@@ -218,7 +249,8 @@ async def conversation_view(
         if isinstance(policy, Buffer | Window | Summary | Tokens)
         else policy_from_dict(policy)
     )
-    view = await _load(store, namespace, scope, llm, pol, run, at, units)
+    first = None if lead is None else tuple(lead)
+    view = await _load(store, namespace, scope, llm, pol, run, at, units, first)
     if isinstance(pol, Summary) and view.kept > pol.threshold:
         from .compaction import compact  # compaction builds on this module's reads
 
@@ -234,7 +266,7 @@ async def conversation_view(
             model=pol.model or model,
         )
         if result.compacted:
-            view = await _load(store, namespace, scope, llm, pol, run, None, units)
+            view = await _load(store, namespace, scope, llm, pol, run, None, units, first)
     return view
 
 

@@ -325,6 +325,7 @@ class Projector:
     """
 
     __slots__ = (
+        "_changed",
         "_failed_turns",
         "_fcalls",
         "_messages",
@@ -368,6 +369,7 @@ class Projector:
         self._upos = array("q")
         self._messages: list[Message] = []
         self._offsets = array("q")
+        self._changed = 0  # the messages from this offset on changed since ``changes()``
 
     @property
     def size(self) -> int:
@@ -530,6 +532,12 @@ class Projector:
         self._rebuild()
         return (tuple(self._units) if units else ()), self._messages
 
+    def changes(self) -> int:
+        """The offset in the messages from which they changed since the last call (all
+        of them the first time; their length when none did). Call it after ``view``."""
+        changed, self._changed = self._changed, len(self._messages)
+        return changed
+
     # -- internals
 
     def _add(self, item: _Item) -> None:
@@ -566,8 +574,11 @@ class Projector:
         cut = bisect_left(self._upos, first)
         units, upos, messages, offsets = self._units, self._upos, self._messages, self._offsets
         if cut < len(units):
+            self._changed = min(self._changed, offsets[cut])
             del messages[offsets[cut] :]
             del units[cut:], upos[cut:], offsets[cut:]
+        else:
+            self._changed = min(self._changed, len(messages))
         for i in range(first, len(mine)):
             u = mine[i].unit
             if u is not None:

@@ -16,6 +16,14 @@ whenever its nodes cannot simply be followed:
   the node the entry ended on is not at its sequence any more, or the nodes read
   since are not contiguous: read again, never guessed.
 
+Asked with ``lead`` (the messages to put first: a system prompt, a summary), a view's
+messages come back as one read-only ``MessageList``, ``lead`` then the conversation,
+for a model request. The entry keeps that list and hands it out again next time,
+brought forward in place by the messages that changed, when nothing else holds it any
+more and ``lead`` is the same (CPython's reference count says so exactly; on other
+interpreters, and when the list is held, a new list is made), so a long thread's
+request costs what changed, not a copy of the thread.
+
 A store whose reads can change without its heads moving keeps no views
 (``Store.reads_follow_heads`` is False: an encrypted store, where erasing a user's
 key turns payloads into placeholders in place). The cache is bounded in entries and
@@ -25,13 +33,15 @@ thread larger than the whole bound is read in full each time, as without a cache
 
 from __future__ import annotations
 
+import sys
+import sysconfig
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Final
 
 from ..core.graph import CausalNode
-from ..core.messages import Message
+from ..core.messages import Message, MessageList
 from ..store.base import Head, Store
 from .projection import Projector, Unit
 from .reads import read_nodes
@@ -48,6 +58,38 @@ class _Entry:
     last_id: str | None  # the id of the node at head.sequence, when the projector read it
     after: int  # the view starts after this sequence (the summary's ``through``)
     projector: Projector
+    shared: MessageList | None = None  # lead + the projector's messages, last handed out
+    lead: tuple[Message, ...] = ()
+
+
+# A list only an entry holds can be brought forward in place: no request, caller or
+# other task sees it change. CPython's reference count tells exactly (a build with the
+# GIL, before 3.14, whose borrowed stack references it would not count); elsewhere a
+# new list is made each time.
+_COUNTS_REFERENCES: Final = (
+    sys.implementation.name == "cpython"
+    and sys.version_info < (3, 14)
+    and not sysconfig.get_config_var("Py_GIL_DISABLED")
+)
+
+
+def _shared(
+    e: _Entry, lead: tuple[Message, ...], messages: list[Message]
+) -> tuple[MessageList, bool]:
+    """``lead`` + ``messages`` (the projector's, just viewed) as one read-only list: the
+    entry's own brought forward when nothing else holds it (True), else a new one."""
+    changed = e.projector.changes()
+    s = e.shared
+    # References to s here: e.shared, the name s, and getrefcount's argument.
+    if s is not None and _COUNTS_REFERENCES and sys.getrefcount(s) <= 3 and e.lead == lead:
+        start = len(lead) + changed
+        list.__delitem__(s, slice(start, None))
+        list.extend(s, messages[changed:])
+        return s, True
+    s = MessageList(lead)
+    list.extend(s, messages)
+    e.shared, e.lead = s, lead
+    return s, False
 
 
 _Key = tuple[str, str, str]
@@ -63,6 +105,7 @@ class ViewCache:
         # What the views served did, for tests and benchmarks: brought forward, read whole.
         self.forwarded = 0
         self.rebuilt = 0
+        self.reused = 0  # request lists (``lead``) brought forward in place
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -81,12 +124,15 @@ class ViewCache:
         after: int,
         head: Head,
         units: bool = True,
+        lead: tuple[Message, ...] | None = None,
     ) -> tuple[tuple[Unit, ...], list[Message]]:
         """The units of ``llm``'s conversation in ``scope`` from the nodes in
         (after, head.sequence], with their messages: ``project`` of those nodes.
 
         The list of messages is the cache's (``Projector.view``): copy it to keep it.
-        ``units=False``: the units are left out (``()``)."""
+        ``units=False``: the units are left out (``()``). With ``lead``: the messages
+        are a ``MessageList`` of ``lead`` then the conversation, which a later view
+        with the same ``lead`` may bring forward in place once nothing else holds it."""
         key = (namespace, scope, llm)
         e = self._entries.get(key)
         if (
@@ -107,14 +153,18 @@ class ViewCache:
                 e.head = head
                 self._entries.move_to_end(key)
                 self.forwarded += 1
-                view = e.projector.view(units=units)
+                kept_units, messages = e.projector.view(units=units)
                 self._bound()
-                return view
+                if lead is not None:
+                    shared, reused = _shared(e, lead, messages)
+                    self.reused += reused
+                    return kept_units, shared
+                return kept_units, messages
         self.rebuilt += 1
         nodes = await read_nodes(store, namespace, scope, after=after, before=head.sequence + 1)
         p = Projector(llm, run=run)
         p.feed(nodes)
-        view = p.view(units=units)
+        kept_units, messages = p.view(units=units)
         current = self._entries.get(key)
         # Kept only when the nodes read end at the head's own sequence: a head ahead of
         # what the scope holds (another scope's head, given by mistake) would have the
@@ -126,10 +176,16 @@ class ViewCache:
             or current.head.sequence <= head.sequence
         ):
             last = nodes[-1].id if nodes else None
-            self._entries[key] = _Entry(head=head, last_id=last, after=after, projector=p)
+            entry = self._entries[key] = _Entry(head=head, last_id=last, after=after, projector=p)
             self._entries.move_to_end(key)
             self._bound()
-        return view
+            if lead is not None:
+                return kept_units, _shared(entry, lead, messages)[0]
+        if lead is not None:
+            shared = MessageList(lead)
+            list.extend(shared, messages)
+            return kept_units, shared
+        return kept_units, messages
 
     def _bound(self) -> None:
         entries = self._entries

@@ -54,7 +54,7 @@ from ..control.tasks import entry_key, run_entry, stage_entry
 from ..core import scopes
 from ..core.errors import Conflict, InvalidNode, NotFound, TetherError
 from ..core.graph import CausalNode
-from ..core.messages import Model, ModelRequest, ModelResponse
+from ..core.messages import MessageList, Model, ModelRequest, ModelResponse
 from ..core.vocab import Vocabulary
 from ..crypto import bind_thread, encrypted, erased_placeholders
 from ..models.errors import ModelError
@@ -864,6 +864,8 @@ class Executor(ToolCalls):
         if tmpl is not None:
             # Rendered per call and never stored: a system prompt may quote the context.
             prompt.append({"role": "system", "content": tmpl.render(scope)})
+        mem_scope = _memory_scope(node, self.conversation)
+        whole = mem_scope == "thread"
         view = await conversation_view(
             self.store,
             self.namespace,
@@ -875,12 +877,14 @@ class Executor(ToolCalls):
             # the head the run's view is at (just read, or left by its own last commit):
             # the inference's commit is computed against it and checks it
             at=rc.head,
-            units=_memory_scope(node, self.conversation) != "thread",  # _remembered
+            units=not whole,  # _remembered: thread scope takes all
+            # thread scope: the prompt first, and the view's list is the request's (a
+            # whole buffer of a long thread: brought forward in place, not copied)
+            lead=prompt if whole else None,
         )
-        # The view's list is its own (a whole buffer of a long thread: copied once here
-        # at most, the messages themselves shared with the process's kept view).
-        remembered = _remembered(rc, node, view, _memory_scope(node, self.conversation))
-        messages = prompt + remembered if prompt else remembered
+        messages: list[dict[str, Any]] = (
+            view.messages if whole else [*prompt, *_remembered(rc, node, view, mem_scope)]
+        )
         # A summary policy may have committed a summary node: that moves the thread,
         # not the run. Anything new in the run means the plan is stale.
         # The view's own head (read after any summary it committed), not a new read; the
@@ -891,12 +895,13 @@ class Executor(ToolCalls):
             return
         rc.head = head
         if input_text is not None:
-            messages.append({"role": "user", "content": input_text})
+            messages = [*messages, {"role": "user", "content": input_text}]
         names = [*self.tools, *self.memory_tools] if node.tools is None else list(node.tools)
         specs = {s.name: s for m in self.memory_tools.values() for s in m.specs}
         mem_scopes = ["app", *([scopes.user(rc.user)] if rc.user else []), rc.scope]
         request = ModelRequest(
-            messages=messages,
+            # read-only: the model cannot change what the process keeps (MessageList)
+            messages=messages if isinstance(messages, MessageList) else MessageList(messages),
             tools=[self.tools[n].spec if n in self.tools else specs[n] for n in names],
             memory=await _memory_api.memories(self.store, self.namespace, mem_scopes)
             if self.recall_memory is None
@@ -1027,7 +1032,7 @@ def _remembered(
 ) -> list[dict[str, Any]]:
     """What of its conversation ``node`` is sent, by its memory ``scope`` (seed 004)."""
     if scope == "thread":
-        return view.messages  # a list this view made for its caller
+        return view.messages
     units = [u for u in view.units if u.run == rc.run_id]
     if scope == "call":
         # Only the node's current execution: the run's input when the run started here,

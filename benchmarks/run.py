@@ -530,7 +530,12 @@ def long_turn_section(results: dict[str, Any]) -> list[str]:
         "above. tether's own part of a turn is the turn less the scripted model's own time "
         "(wall, and CPU in brackets: the fsyncs and a busy machine disturb wall time far "
         "more). `no kept view`: every whole-buffer view reads and projects the thread again, "
-        "as before issue 43.",
+        "as before issue 43. The scripted model reads every message of its request (a word "
+        "count, a scan for tool results): on a long thread that pass evicts tether's working "
+        "set from the CPU caches and the misses it leaves land in tether's part, which "
+        "subtracting the model's own time does not remove; the column after the ratio is "
+        "tether's own CPU with the same agent answering through a model that reads only the "
+        "latest message.",
         "",
         *agent_turn.long_table(turn),
         "",
@@ -626,6 +631,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="also run benchmarks/prune.py (a long thread after compact + prune against a "
         "fresh one) [on for the default systems]",
     )
+    p.add_argument(
+        "--server-rss",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run benchmarks/server_rss.py (a server stepping one thread 10,000 times; "
+        "120 with --quick) [on for the default systems]",
+    )
     p.add_argument("--setup-peers", action="store_true", help="build the peers venv and exit")
     p.add_argument("--keep-data", action="store_true", help="keep the stores in out/work")
     p.add_argument(
@@ -654,6 +666,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         args.http = args.systems == ",".join(ALL)
     if args.prune is None:
         args.prune = args.systems == ",".join(ALL)
+    if args.server_rss is None:
+        args.server_rss = args.systems == ",".join(ALL)
     if args.long_thread is None:
         args.long_thread = agent_turn.QUICK_LONG if args.quick else agent_turn.LONG
     chosen = {n.strip() for n in args.systems.split(",")}
@@ -812,6 +826,8 @@ def main(argv: list[str] | None = None) -> int:
         http_service(out_dir, quick=args.quick, update=update)
     if args.prune:
         prune_bench(out_dir, quick=args.quick, update=update)
+    if args.server_rss:
+        server_rss(out_dir, quick=args.quick, update=update)
     log(f"done in {results['meta']['elapsed_s']:.0f} s")
     return 0
 
@@ -857,6 +873,17 @@ def prune_bench(out_dir: Path, *, quick: bool, update: bool) -> None:
     argv += ["--update-readme"] if update else []
     if subprocess.run(argv, check=False).returncode != 0:
         log("  prune.py failed (its output is above)")
+
+
+def server_rss(out_dir: Path, *, quick: bool, update: bool) -> None:
+    """benchmarks/server_rss.py in its own process (it starts the server); its table goes
+    into its own README section."""
+    log("a server stepping one thread (benchmarks/server_rss.py) ...")
+    argv = [sys.executable, str(BENCH / "server_rss.py"), "--json", str(out_dir / "rss.json")]
+    argv += ["--quick"] if quick else []
+    argv += ["--update-readme"] if update else []
+    if subprocess.run(argv, check=False).returncode != 0:
+        log("  server_rss.py failed (its output is above)")
 
 
 # (turns, threads) of each replay: (A)'s first turns (short threads, 20 of them for a

@@ -144,7 +144,7 @@ class Tether:
 
     async def setup(self) -> None:
         import tether
-        from tether.models import Rule, call
+        from tether.models import ModelResponse, Rule, ToolCall, call
         from tether.projections import Window
 
         rules = (
@@ -189,6 +189,29 @@ class Tether:
                     bench.model_ms += (time.perf_counter() - t) * 1e3
                     bench.model_cpu_ms += (time.process_time() - c) * 1e3
 
+        class LastMessageModel:
+            """Answers as the scripted model does here, reading only the latest message:
+            its own work does not grow with the history it is sent."""
+
+            async def complete(self, request: Any) -> Any:
+                t, c = time.perf_counter(), time.process_time()
+                try:
+                    last = request.messages[-1]
+                    if last["role"] == "tool":
+                        return ModelResponse(content=ANSWER)
+                    if self_.workload == "tool":
+                        call = ToolCall(
+                            id=f"call_{len(request.messages)}",
+                            name="get_weather",
+                            arguments={"city": "Paris"},
+                        )
+                        return ModelResponse(tool_calls=[call])
+                    return ModelResponse(content=ANSWER)
+                finally:
+                    bench.model_ms += (time.perf_counter() - t) * 1e3
+                    bench.model_cpu_ms += (time.process_time() - c) * 1e3
+
+        self_ = self
         self.rules, self.get_weather = rules, get_weather
         self.model = TimedModel(rules)
         self.agent = tether.Agent(
@@ -197,10 +220,23 @@ class Tether:
             store=self.store,
             tools=[get_weather],
         )
+        # The same agent with a model whose own work is constant (--long): what is left
+        # of tether's part when the model does not walk the history. The scripted model
+        # reads every message (a prompt word count, a scan for tool results): on a long
+        # thread that pass evicts tether's working set from the CPU caches, and the
+        # cache misses it leaves fall in tether's part, which subtracting the model's
+        # own time does not take out.
+        self.const_agent = tether.Agent(
+            tether.Spec.single(memory=mem),
+            LastMessageModel(),
+            store=self.store,
+            tools=[get_weather],
+        )
 
-    async def turn(self, thread: str, k: int) -> None:
+    async def turn(self, thread: str, k: int, *, const: bool = False) -> None:
         self.model_ms = self.model_cpu_ms = 0.0
-        r = await self.agent.step(user_message(thread, k), thread=thread)
+        agent = self.const_agent if const else self.agent
+        r = await agent.step(user_message(thread, k), thread=thread)
         # ScriptedModel keeps its last requests for tests to inspect; a real model keeps
         # nothing, and neither do the peers' fake models.
         self.model.requests.clear()
@@ -591,12 +627,21 @@ async def measure(
             if hasattr(sys_, "model_ms"):
                 own.append(lat[-1] - sys_.model_ms)  # tether's part: the model's aside
                 own_cpu.append(cpu[-1] - sys_.model_cpu_ms)
+        # tether's own part once more, with a model whose own work is constant (Tether's
+        # const_agent: the same agent, store and thread).
+        const_cpu: list[float] = []
+        if hasattr(sys_, "const_agent"):
+            for k in range(samples):
+                c = time.process_time()
+                await sys_.turn(thread, h + samples + k, const=True)
+                const_cpu.append((time.process_time() - c) * 1e3 - sys_.model_cpu_ms)
+        done = samples + len(const_cpu)
         # Then COUNTED turns more, with every SQL statement traced (not timed): what a
         # turn sends to SQLite, and how many commits (each one fsync of the WAL).
         stmts: list[str] = []
         sys_.trace(stmts.append)
         for k in range(COUNTED):
-            await sys_.turn(thread, h + samples + k)
+            await sys_.turn(thread, h + done + k)
         sys_.trace(None)
         n_stmts, commits = getattr(sys_, "counts", sqlite_counts)(stmts)
         per[str(h)] = {
@@ -612,6 +657,8 @@ async def measure(
         if own:
             per[str(h)]["own_median_ms"] = statistics.median(own)
             per[str(h)]["own_cpu_median_ms"] = statistics.median(own_cpu)
+        if const_cpu:
+            per[str(h)]["own_cpu_const_median_ms"] = statistics.median(const_cpu)
     dur = sys_.durability()
     if asyncio.iscoroutine(dur):
         dur = await dur
@@ -797,14 +844,18 @@ def long_table(res: dict[str, Any]) -> list[str]:
     """Markdown for ``--long``: per system, the median ms per turn at each history, and
     tether's own part of it (the turn less the scripted model's time: wall, and CPU in
     brackets, which a busy machine and its fsyncs disturb far less), with the ratio of
-    its CPU at the last history to the first; RSS after seeding the longest thread and
-    at the end."""
+    its CPU at the last history to the first; the same CPU with a model that reads only
+    the latest message (tether's systems: ``Tether.const_agent``) at each history and its
+    ratio; RSS after seeding the longest thread and at the end."""
     hs = res["histories"]
     head = [
         "system",
         *[f"ms/turn @{h:,}" for h in hs],
         *[f"tether's own ms @{h:,} (CPU)" for h in hs],
         f"own CPU @{hs[-1]:,} / @{hs[0]:,}",
+        "own CPU, model reading the last message only: "
+        + " / ".join(f"@{h:,}" for h in hs)
+        + " (ratio)",
         "RSS MiB (seeded, end)",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -816,6 +867,12 @@ def long_table(res: dict[str, Any]) -> list[str]:
         per = [r["histories"][str(h)] for h in hs]
         cpu = [v.get("own_cpu_median_ms") for v in per]
         ratio = f"{cpu[-1] / cpu[0]:.2f}x" if cpu[0] and cpu[-1] is not None else "-"
+        const = [v.get("own_cpu_const_median_ms") for v in per]
+        const_cell = (
+            " / ".join(f"{c:.2f}" for c in const) + f" ({const[-1] / const[0]:.2f}x)"
+            if all(const) and const[0]
+            else "-"
+        )
         lines.append(
             f"| {r['label']} | "
             + " | ".join(f"{v['median_ms']:.2f}" for v in per)
@@ -826,7 +883,8 @@ def long_table(res: dict[str, Any]) -> list[str]:
                 else "-"
                 for v in per
             )
-            + f" | {ratio} | {per[-1].get('rss_seeded_mib', -1):.0f}, {r['rss_mib']['end']:.0f} |"
+            + f" | {ratio} | {const_cell}"
+            + f" | {per[-1].get('rss_seeded_mib', -1):.0f}, {r['rss_mib']['end']:.0f} |"
         )
     return lines
 

@@ -326,10 +326,12 @@ def test_agent_turn_long_thread_splits_out_the_models_time(tmp_path: Path) -> No
         for h in ("2", "30"):
             v = r["histories"][h]
             assert 0 < v["own_median_ms"] <= v["median_ms"] and "own_cpu_median_ms" in v, v
+            assert v["own_cpu_const_median_ms"] > 0, v  # with the model reading one message
             assert v["commits_per_turn"] >= 1
     lines = at.long_table(res)
     assert len(lines) == 4 and "tether's own ms @30 (CPU)" in lines[0]
-    assert "no kept view" in lines[3]
+    assert "model reading the last message only: @2 / @30 (ratio)" in lines[0]
+    assert "no kept view" in lines[3] and lines[3].count("x)") == 1
 
 
 def test_agent_turn_counts_round_trips_and_commits_on_postgres(

@@ -17,7 +17,8 @@ The systems, each in its own process, on the same SQLite settings (WAL, the same
   SHA-256; the 12-byte id is stored in the row (no index) and read back by the load;
 * **tether**: one ``tether.Transaction`` per turn, a goal and an answer node (the bench's
   adapter, ``systems/_tether.py``); its cold load ``open_store`` + ``store.nodes`` pages of
-  1,000 (full ``CausalNode``s); ``store.payloads`` beside it.
+  1,000 (full ``CausalNode``s); ``store.payloads`` beside it, and the thread's whole
+  conversation as a model is sent it (``conversation_view``: the messages built).
 
 Figures: write latency per turn (wall, the median of the turns in 1-10 / 91-100 /
 991-1000 of one thread, then the median over ``--repeats`` processes); throughput over
@@ -167,6 +168,12 @@ class Tether:
         await txn.commit()
 
     async def load(self, thread: str, read: str = "nodes") -> list[Any]:
+        if read == "view":
+            # the thread's conversation as a model is sent it: the whole buffer
+            from tether.projections import conversation_view
+
+            view = await conversation_view(self.store, NAMESPACE, thread)
+            return view.messages
         scope, out, after = self.scope(thread), [], 0
         page_of = self.store.nodes if read == "nodes" else self.store.payloads
         while True:
@@ -313,6 +320,7 @@ async def w_load(a: argparse.Namespace) -> dict[str, Any]:
     if a.system == "tether":  # imports before the clock, as the bench's (C)
         import tether
         import tether.crypto._store
+        import tether.projections.conversation
         import tether.store._sqlite_keys
         import tether.store.sqlite
     gc.collect()
@@ -498,6 +506,7 @@ def run_all(
             ("identity", "nodes"),
             ("tether", "nodes"),
             ("tether", "payloads"),
+            ("tether", "view"),
             ("tether", "sql"),
         ]
         for r in range(load_runs):
@@ -585,6 +594,12 @@ def table(res: dict[str, Any]) -> list[str]:
         f"| cold load, `store.payloads` instead of `store.nodes`, ms (CPU) | | | {cells(q)} | "
         f"{ratios(q)} |"
     )
+    v = ld.get("tether.view")
+    if v:  # (runs before issue 43's cold view have none)
+        lines.append(
+            "| cold load of the thread's conversation (`conversation_view`, whole buffer: "
+            f"the messages built), ms (CPU) | | | {cells(v)} | {ratios(v)} |"
+        )
     return lines
 
 

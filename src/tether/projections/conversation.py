@@ -39,6 +39,7 @@ from .policies import (
     select_window,
 )
 from .projection import (
+    Projector,
     SummaryContent,
     Unit,
     flatten,
@@ -47,7 +48,7 @@ from .projection import (
     summary_message,
     system_key,
 )
-from .reads import read_nodes, read_tail
+from .reads import feed_projector, read_tail
 from .tokens import default_counter, messages_tokens
 from .view_cache import view_cache
 
@@ -176,8 +177,9 @@ async def _load(
                 kept = len(messages) - len(first)
                 return _view([], kept_units, messages, summary, summary_node, head, kept=kept)
             return _view(prefix, kept_units, messages, summary, summary_node, head)
-        nodes = await read_nodes(store, namespace, scope, after=after, before=before)
-        units = project(nodes, llm=llm, run=run)
+        projector = Projector(llm, run=run)
+        await feed_projector(store, namespace, scope, projector, after=after, before=before)
+        units = projector.units()
     flat = flatten(units)
     if lead is not None:
         shared = MessageList((*lead, *prefix))

@@ -58,14 +58,14 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
 import orjson
 
-from ..core.erased import ERASED_TEXT, is_erased
+from ..core.erased import ERASED_PLACEHOLDER_KEY, ERASED_TEXT, is_erased
 from ..core.graph import CausalNode
 from ..core.messages import Message
 
@@ -183,6 +183,8 @@ _Key = tuple["str | None", str]  # (run, call id)
 
 _FOREIGN_KINDS = frozenset({"goal", "answer", "protocol_error"})
 _FOREIGN_TOOL_KINDS = frozenset({"tool_call", "tool_result"})
+# The kinds a conversation is made of: every other node is passed over.
+_PROJECTED = frozenset({"goal", "inference", "tool_result", "answer", "protocol_error"})
 _GOAL_TEXT = ("input", "text", "content", "message")
 _ANSWER_TEXT = ("output", "text", "content", "message")
 _RESULT_TEXT = ("result", "output", "content", "text")
@@ -191,8 +193,10 @@ _RESULT_TEXT = ("result", "output", "content", "text")
 def is_foreign(node: CausalNode) -> bool:
     """A goal, answer or error outside tether's encoding (its payload names no run), or
     a tool call or result outside it (its payload has neither ``run`` nor ``call_id``)."""
-    k = node.kind
-    p = node.payload
+    return _is_foreign(node.kind, node.payload)
+
+
+def _is_foreign(k: str, p: Any) -> bool:
     if k in _FOREIGN_KINDS:
         if not isinstance(p, dict):
             return True
@@ -200,10 +204,15 @@ def is_foreign(node: CausalNode) -> bool:
             return False
         return not isinstance(p.get("run"), str) and not ("run" in p and p["run"] is None)
     if k in _FOREIGN_TOOL_KINDS:
-        if not isinstance(p, dict):
-            return True
-        return "call_id" not in p and "run" not in p and not is_erased(p)
+        return _is_foreign_tool(p)
     return False
+
+
+def _is_foreign_tool(p: Any) -> bool:
+    """Whether a tool call's or result's payload is outside tether's encoding."""
+    if not isinstance(p, dict):
+        return True
+    return "call_id" not in p and "run" not in p and not is_erased(p)
 
 
 def _foreign_call_name(call: CausalNode) -> str | None:
@@ -229,9 +238,12 @@ def _result_text(p: Any) -> str:
 
 def foreign_text(node: CausalNode) -> str:
     """The message text of a foreign goal or answer (see the module docstring)."""
-    p = node.payload
+    return _foreign_text(node.kind, node.payload)
+
+
+def _foreign_text(kind: str, p: Any) -> str:
     if isinstance(p, dict):
-        for name in _GOAL_TEXT if node.kind == "goal" else _ANSWER_TEXT:
+        for name in _GOAL_TEXT if kind == "goal" else _ANSWER_TEXT:
             if p.get(name) is not None:
                 return text_of(p[name])
     return text_of(p)
@@ -296,6 +308,29 @@ class _ForeignCall(_Item):
         call = {"id": id, "name": name, "arguments": {} if args is None else args}
         super().__init__(sequence, "tool_call", _FOREIGN, calls=(call,))
         self.last: int | None = None
+
+
+def _slot_setter(name: str) -> Callable[[Unit, Any], None]:
+    setter: Callable[[Unit, Any], None] = getattr(Unit, name).__set__
+    return setter
+
+
+_new = object.__new__
+_set_anchor = _slot_setter("anchor")
+_set_last = _slot_setter("last")
+_set_messages = _slot_setter("messages")
+_set_run = _slot_setter("run")
+
+
+def _new_unit(anchor: int, last: int, messages: tuple[Message, ...], run: str | None) -> Unit:
+    """``Unit(...)`` without the frozen dataclass's ``__init__`` (one ``object.__setattr__``
+    a field, about 1 us a unit; a cold view of a long thread makes one a message)."""
+    u: Unit = _new(Unit)
+    _set_anchor(u, anchor)
+    _set_last(u, last)
+    _set_messages(u, messages)
+    _set_run(u, run)
+    return u
 
 
 def _text_or_none(value: Any) -> str | None:
@@ -384,79 +419,112 @@ class Projector:
 
     def feed(self, nodes: Iterable[CausalNode]) -> None:
         """Take ``nodes``, the next ones of the thread in sequence order."""
-        llm = self.llm
-        for n in nodes:
-            seq = n.sequence
-            if seq <= self._seen:
-                continue  # fed before
-            self._seen = seq
-            p = n.payload
-            k = n.kind
-            if k == "goal":
-                self._turn = None  # any goal ends a foreign turn
-            if is_foreign(n):
-                self._foreign(n)
-                continue
-            if not isinstance(p, dict):
-                continue
-            if is_erased(p):
-                if k == "goal" or k == "inference":
-                    self._add(_Item(seq, k, _ERASED))  # a placeholder, whichever llm wrote it
-                continue
-            if k == "goal" or k == "inference":
-                if p.get("llm") != llm:
-                    continue
-                run = self._run(_str(p.get("run")))
-                calls = tuple(_calls(p)) if k == "inference" else ()
-                item = _Item(
-                    seq,
-                    k,
-                    _PLAIN,
-                    run,
-                    _text_or_none(p.get("input")),
-                    _text_or_none(p.get("content")) if k == "inference" else None,
-                    calls,
-                    "run" in p and p["run"] is None,
-                )
-                self._add(item)
-                run.items.append(item)
-                if calls:
-                    r = run.id
-                    for c in calls:
-                        self._owners.setdefault((r, c["id"]), []).append(item)
-                    if any((r, c["id"]) in self._results for c in calls):
-                        self._done(run)
-            elif k == "tool_result":
-                cid = p.get("call_id")
-                if p.get("llm") != llm or not isinstance(cid, str):
-                    continue
-                run = self._run(_str(p.get("run")))
-                key = (run.id, cid)
-                if key in self._results:
-                    continue  # the first result is the call's result
-                self._results[key] = (seq, _str(p.get("name")), text_of(p.get("content")))
-                owners = self._owners.get(key)
-                if owners:
-                    for o in owners:
-                        self._stale[o.sequence] = o
-                    self._done(run)
-            elif k == "answer" or k == "protocol_error":
-                r = _str(p.get("run"))
-                if r is None:
-                    continue
-                run = self._run(r)
-                # A failure is final even if an answer was also written.
-                if k == "answer" and run.status is not None:
-                    continue
-                status = "completed" if k == "answer" else "failed"
-                if run.status != status:
-                    run.status = status
-                    self._touch(run)
+        nodes = nodes if isinstance(nodes, list | tuple) else list(nodes)
+        # Foreign tool calls and results are paired by node ids and parents.
+        tools = {n.sequence: n for n in nodes if n.kind in _FOREIGN_TOOL_KINDS}
+        self._feed(((n.sequence, n.kind, n.payload) for n in nodes), tools)
 
-    def _foreign(self, n: CausalNode) -> None:
-        p = n.payload
-        k = n.kind
-        seq = n.sequence
+    def feed_rows(self, rows: Iterable[tuple[int, str, Any]]) -> int | None:
+        """``feed`` of the nodes' ``(sequence, kind, payload)`` (``Store.payloads``): all
+        a projection reads of a node, but of a foreign tool call or result (paired by
+        node ids and parents, see the module docstring). At the first of those it stops
+        and returns its sequence: feed the nodes from that one on (``feed``). None when
+        it took every row."""
+        return self._feed(rows, None)
+
+    def _feed(
+        self, rows: Iterable[tuple[int, str, Any]], tools: dict[int, CausalNode] | None
+    ) -> int | None:
+        llm = self.llm
+        runs = self._runs
+        seen = self._seen
+        try:
+            for seq, k, p in rows:
+                if seq <= seen:
+                    continue  # fed before
+                if (k == "tool_call" or k == "tool_result") and (
+                    not isinstance(p, dict)  # (_is_foreign_tool, inlined)
+                    or ("call_id" not in p and "run" not in p and not is_erased(p))
+                ):
+                    node = tools.get(seq) if tools is not None else None
+                    if node is None:
+                        return seq  # its id and parents are needed: not taken
+                    seen = seq
+                    self._foreign(seq, k, p, node)
+                    continue
+                seen = seq
+                if k not in _PROJECTED:
+                    continue  # resources, tether's tool calls, ...: not a message
+                if k == "goal":
+                    self._turn = None  # any goal ends a foreign turn
+                if not isinstance(p, dict):
+                    if k in _FOREIGN_KINDS:
+                        self._foreign(seq, k, p)  # (_is_foreign, inlined: the hot loop)
+                    continue
+                rv = p.get("run")
+                if p.get(ERASED_PLACEHOLDER_KEY) is True:  # (is_erased)
+                    if k == "goal" or k == "inference":
+                        self._add(_Item(seq, k, _ERASED))  # a placeholder, whoever wrote it
+                    continue
+                unrun = rv is None and "run" in p
+                if k in _FOREIGN_KINDS and not isinstance(rv, str) and not unrun:
+                    self._foreign(seq, k, p)
+                    continue
+                r = rv if isinstance(rv, str) else None
+                if k == "goal" or k == "inference":
+                    if p.get("llm") != llm:
+                        continue
+                    run = runs.get(r)
+                    if run is None:
+                        run = runs[r] = _Run(r)
+                    text = p.get("input")
+                    if text is not None and type(text) is not str:
+                        text = text_of(text)
+                    if k == "goal":
+                        item = _Item(seq, k, _PLAIN, run, text, None, (), unrun)
+                    else:
+                        content = p.get("content")
+                        if content is not None and type(content) is not str:
+                            content = text_of(content)
+                        calls = tuple(_calls(p)) if p.get("tool_calls") else ()
+                        item = _Item(seq, k, _PLAIN, run, text, content, calls, unrun)
+                    self._mine.append(item)
+                    self._stale[seq] = item
+                    run.items.append(item)
+                    if k == "inference" and calls:
+                        for c in calls:
+                            self._owners.setdefault((r, c["id"]), []).append(item)
+                        if any((r, c["id"]) in self._results for c in calls):
+                            self._done(run)
+                elif k == "tool_result":
+                    cid = p.get("call_id")
+                    if p.get("llm") != llm or not isinstance(cid, str):
+                        continue
+                    run = self._run(r)
+                    key = (run.id, cid)
+                    if key in self._results:
+                        continue  # the first result is the call's result
+                    self._results[key] = (seq, _str(p.get("name")), text_of(p.get("content")))
+                    owners = self._owners.get(key)
+                    if owners:
+                        for o in owners:
+                            self._stale[o.sequence] = o
+                        self._done(run)
+                elif r is not None:  # an answer or a protocol_error
+                    run = self._run(r)
+                    # A failure is final even if an answer was also written.
+                    if k == "answer" and run.status is not None:
+                        continue
+                    status = "completed" if k == "answer" else "failed"
+                    if run.status != status:
+                        run.status = status
+                        self._touch(run)
+        finally:
+            self._seen = seen
+        return None
+
+    def _foreign(self, seq: int, k: str, p: Any, node: CausalNode | None = None) -> None:
+        """A foreign node (``node``: a tool call's or result's, for its id and parents)."""
         if k == "goal":
             self._turn = seq
             self._turns[seq] = []
@@ -469,7 +537,8 @@ class Projector:
                 self._touch_turn(turn)
             return
         if k == "tool_result":
-            self._foreign_result(seq, p, n.parents)
+            assert node is not None
+            self._foreign_result(seq, p, node.parents)
             return
         if k == "answer" and turn is not None and turn in self._failed_turns:
             self._failed_turns.discard(turn)  # the retry answered
@@ -479,12 +548,13 @@ class Projector:
             return
         item: _Item
         if k == "tool_call":
+            assert node is not None
             name = _call_name(p)
             if name is None:
                 return  # names no tool: no message can hold it
-            item = self._fcalls[n.id] = _ForeignCall(seq, n.id, name, p)
+            item = self._fcalls[node.id] = _ForeignCall(seq, node.id, name, p)
         else:
-            item = _Item(seq, k, _FOREIGN, content=foreign_text(n))
+            item = _Item(seq, k, _FOREIGN, content=_foreign_text(k, p))
         if turn is None:
             self._add(item)  # an answer or call outside any turn: a message of its own
             return
@@ -598,11 +668,11 @@ class Projector:
                 "role": "user" if item.kind == "goal" else "assistant",
                 "content": item.content,
             }
-            return Unit(anchor=seq, last=seq, messages=(msg,), run=None)
+            return _new_unit(seq, seq, (msg,), None)
         if item.tag == _ERASED:
             role = "user" if item.kind == "goal" else "assistant"
             erased: Message = {"role": role, "content": ERASED_TEXT}
-            return Unit(anchor=seq, last=seq, messages=(erased,), run=None)
+            return _new_unit(seq, seq, (erased,), None)
         run = item.run
         assert run is not None
         r = run.id
@@ -613,12 +683,7 @@ class Projector:
             # Shown whole, or as the goal of a run shown by its receipts.
             if item.input is None or not (shown_full or run.done):
                 return None
-            return Unit(
-                anchor=seq,
-                last=seq,
-                messages=({"role": "user", "content": item.input},),
-                run=r,
-            )
+            return _new_unit(seq, seq, ({"role": "user", "content": item.input},), r)
         results = self._results
         done = [c for c in item.calls if (r, c["id"]) in results]
         if not shown_full and not done:
@@ -646,7 +711,7 @@ class Projector:
             last = max(last, res_seq)
         if not msgs:
             return None
-        return Unit(anchor=seq, last=last, messages=tuple(msgs), run=r)
+        return _new_unit(seq, last, tuple(msgs), r)
 
     def _foreign_call_unit(self, item: _ForeignCall) -> Unit | None:
         """A foreign call with its result: an assistant message holding the call (its
@@ -663,7 +728,7 @@ class Projector:
                 "content": item.content,
             },
         )
-        return Unit(anchor=item.sequence, last=item.last, messages=messages, run=None)
+        return _new_unit(item.sequence, item.last, messages, None)
 
 
 def flatten(units: Sequence[Unit]) -> list[Message]:

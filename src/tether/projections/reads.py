@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ..core.graph import CausalNode
 from ..store.base import Store
+from .projection import Projector
 
 PAGE = 1000
 
@@ -25,6 +27,40 @@ async def read_nodes(
         if len(batch) < PAGE:
             break
     return out
+
+
+async def read_payloads(
+    store: Store, namespace: str, scope: str, *, after: int, before: int
+) -> list[tuple[int, str, Any]]:
+    """``(sequence, kind, payload)`` of every node with after < sequence < before, oldest
+    first, in pages (``Store.payloads``: no ids, parents or timestamps built)."""
+    out: list[tuple[int, str, Any]] = []
+    cursor = after
+    while cursor < before - 1:
+        batch = await store.payloads(namespace, scope, after=cursor, before=before, limit=PAGE)
+        if not batch:
+            break
+        out.extend(batch)
+        cursor = batch[-1][0]
+        if len(batch) < PAGE:
+            break
+    return out
+
+
+async def feed_projector(
+    store: Store, namespace: str, scope: str, projector: Projector, *, after: int, before: int
+) -> int:
+    """Feed ``projector`` every node with after < sequence < before: their rows
+    (``read_payloads``), and from the first foreign tool call or result on (paired by
+    node ids and parents: an imported StateWeave thread's) the nodes themselves. Returns
+    the sequence of the last node read (``after`` when none)."""
+    rows = await read_payloads(store, namespace, scope, after=after, before=before)
+    stop = projector.feed_rows(rows)
+    if stop is None:
+        return rows[-1][0] if rows else after
+    nodes = await read_nodes(store, namespace, scope, after=stop - 1, before=before)
+    projector.feed(nodes)
+    return nodes[-1].sequence if nodes else stop - 1
 
 
 async def read_tail(

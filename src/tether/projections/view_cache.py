@@ -44,7 +44,7 @@ from ..core.graph import CausalNode
 from ..core.messages import Message, MessageList
 from ..store.base import Head, Store
 from .projection import Projector, Unit
-from .reads import read_nodes
+from .reads import feed_projector, read_nodes
 
 __all__ = ["MAX_ENTRIES", "MAX_NODES", "ViewCache", "view_cache"]
 
@@ -161,21 +161,29 @@ class ViewCache:
                     return kept_units, shared
                 return kept_units, messages
         self.rebuilt += 1
-        nodes = await read_nodes(store, namespace, scope, after=after, before=head.sequence + 1)
+        # The whole read takes (sequence, kind, payload) only: all a projection reads, and
+        # no id, parents or timestamp built per node (a long thread's cold view).
         p = Projector(llm, run=run)
-        p.feed(nodes)
+        ended = await feed_projector(
+            store, namespace, scope, p, after=after, before=head.sequence + 1
+        )
         kept_units, messages = p.view(units=units)
         current = self._entries.get(key)
         # Kept only when the nodes read end at the head's own sequence: a head ahead of
         # what the scope holds (another scope's head, given by mistake) would have the
         # next view read after a sequence the projector never saw, and skip nodes.
-        ended = nodes[-1].sequence if nodes else after
-        if ended == head.sequence and (
+        keep = ended == head.sequence and (
             current is None
             or current.head.generation != head.generation
             or current.head.sequence <= head.sequence
-        ):
-            last = nodes[-1].id if nodes else None
+        )
+        last: str | None = None
+        if keep and ended > after:
+            # The id of the last node read, which the next view checks is still there.
+            end = await store.nodes(namespace, scope, after=ended - 1, before=ended + 1, limit=1)
+            keep = len(end) == 1 and end[0].sequence == ended
+            last = end[0].id if keep else None
+        if keep:
             entry = self._entries[key] = _Entry(head=head, last_id=last, after=after, projector=p)
             self._entries.move_to_end(key)
             self._bound()

@@ -321,6 +321,10 @@ def _node(seq: int, spec: tuple[Any, ...], before: list[CausalNode] | None = Non
     return make_node(kind, payload, (), sequence=seq)
 
 
+def _foreign_tool(n: CausalNode) -> bool:
+    return is_foreign(n) and n.kind in ("tool_call", "tool_result")
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(node_spec, max_size=40),
@@ -334,16 +338,27 @@ def test_projector_fed_piecewise_equals_the_batch_projection(
     for i, s in enumerate(specs):
         nodes.append(_node(i + 1, s, nodes))
     p = Projector(llm)
+    # q is fed rows (Store.payloads), and the nodes from the first foreign tool node on
+    # (its id and parents pair it), as a whole view reads them (reads.feed_projector)
+    q = Projector(llm)
     at = 0
     for size, run in [*feeds, (len(nodes), None)]:
-        p.feed(nodes[at : at + size])
+        piece = nodes[at : at + size]
+        p.feed(piece)
+        stop = q.feed_rows([(n.sequence, n.kind, n.payload) for n in piece])
+        first_tool = next((n.sequence for n in piece if _foreign_tool(n)), None)
+        assert stop == first_tool
+        if stop is not None:
+            q.feed([n for n in piece if n.sequence >= stop])
         at = min(at + size, len(nodes))
         p.set_run(run)
+        q.set_run(run)
         expected = reference_project(nodes[:at], llm=llm, run=run)
         assert p.units() == expected
         units, messages = p.view()
         assert list(units) == expected
         assert messages == [m for u in expected for m in u.messages]
+        assert q.view() == (tuple(expected), messages)
     assert p.size == sum(
         1
         for n in nodes

@@ -14,8 +14,10 @@ from the graph (issue 43).
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
+import pickle
 import subprocess
 import sys
 import uuid
@@ -28,10 +30,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tether
+from tether.core.canonical import canonical_json
 from tether.core.erased import ERASED_TEXT, is_erased, placeholder
 from tether.core.graph import CausalNode, make_node
-from tether.core.messages import Message, MessageList
-from tether.models import ModelRequest, ModelResponse, Rule
+from tether.core.messages import Message, MessageList, ReadOnlyDict, ReadOnlyList, freeze
+from tether.models import ModelRequest, ModelResponse, OpenAIModel, Rule, ToolCall
 from tether.projections import Buffer, conversation_view
 from tether.projections.projection import (
     Projector,
@@ -500,18 +503,37 @@ async def _view_pair(
                 want.summary,
                 want.sequence,
             )
+            _assert_read_only(got.messages)
+            # the kept view's messages, as a caller holds them: unchanged by later views
+            held.append((got.messages, copy.deepcopy(got.messages)))
             # A lead per run of the first two, so it changes now and then.
             lead = ({"role": "system", "content": f"lead {llm} {run if run == 'run1' else ''}"},)
             asked = await conversation_view(cached, ns, thread, at=at, lead=lead, **kw)
             assert isinstance(asked.messages, MessageList)
             assert asked.messages == [*lead, *want.messages] and asked.kept == want.kept
+            _assert_read_only(asked.messages)
             if len(held) % 3 == 0:
-                held.append((asked.messages, list(asked.messages)))
+                held.append((asked.messages, copy.deepcopy(asked.messages)))
             else:
                 held.append(([], []))
             del asked
     for kept, then in held:
         assert kept == then
+
+
+def _assert_read_only(messages: list[Message]) -> None:
+    """Every message, tool call and argument value is read-only, and changing any of them
+    raises: none of them can change what later views are made of."""
+    for m in messages:
+        assert type(m) is ReadOnlyDict, m
+        with pytest.raises(TypeError, match="read-only"):
+            m["content"] = "changed"
+        for c in m.get("tool_calls", ()):
+            assert type(m["tool_calls"]) is ReadOnlyList and type(c) is ReadOnlyDict
+            with pytest.raises(TypeError, match="read-only"):
+                m["tool_calls"].append(c)
+            with pytest.raises(TypeError, match="read-only"):
+                c["arguments"]["n"] = -1
 
 
 def test_views_brought_forward_equal_views_rebuilt(tmp_path: Path) -> None:
@@ -815,3 +837,173 @@ def test_a_message_list_refuses_changes_and_copies_as_a_list() -> None:
     copies = (list(m), m[:], added, copy.copy(m), copy.deepcopy(m), pickle.loads(pickle.dumps(m)))
     for copied in copies:
         assert type(copied) is list and copied == m
+
+
+def test_read_only_messages_refuse_changes_and_copy_as_plain_dicts() -> None:
+    import operator
+
+    plain: dict[str, Any] = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "name": "f", "arguments": {"a": [1, {"b": "é"}], "n": 2}}],
+    }
+    m = freeze(plain)
+    calls, args = m["tool_calls"], m["tool_calls"][0]["arguments"]
+    assert type(m) is ReadOnlyDict and type(calls) is ReadOnlyList
+    assert type(args) is ReadOnlyDict and type(args["a"]) is ReadOnlyList
+    assert type(args["a"][1]) is ReadOnlyDict
+    assert freeze(m) is m  # already read-only: kept as it is
+    dict_changes: list[tuple[str, tuple[Any, ...]]] = [
+        ("__setitem__", ("role", "user")),
+        ("__delitem__", ("role",)),
+        ("update", ({"x": 1},)),
+        ("pop", ("role",)),
+        ("popitem", ()),
+        ("clear", ()),
+        ("setdefault", ("x", 1)),
+        ("__ior__", ({"x": 1},)),
+    ]
+    for d in (m, calls[0], args, args["a"][1]):
+        for name, call_args in dict_changes:
+            with pytest.raises(TypeError, match=r"read-only .* copy it to edit"):
+                getattr(d, name)(*call_args)
+    list_changes: list[tuple[str, tuple[Any, ...]]] = [
+        ("append", (1,)),
+        ("extend", ([1],)),
+        ("insert", (0, 1)),
+        ("pop", ()),
+        ("remove", (1,)),
+        ("clear", ()),
+        ("sort", ()),
+        ("reverse", ()),
+        ("__setitem__", (0, 1)),
+        ("__delitem__", (0,)),
+        ("__iadd__", ([1],)),
+        ("__imul__", (2,)),
+    ]
+    for lst in (calls, args["a"]):
+        for name, call_args in list_changes:
+            with pytest.raises(TypeError, match="read-only"):
+                getattr(lst, name)(*call_args)
+    assert m == plain and plain == m
+    # The same bytes as the plain message through every encoder tether and clients use.
+    assert json.dumps(m) == json.dumps(plain)
+    assert json.dumps(m, indent=2, sort_keys=True, ensure_ascii=False) == json.dumps(
+        plain, indent=2, sort_keys=True, ensure_ascii=False
+    )
+    import orjson
+
+    for option in (None, orjson.OPT_SORT_KEYS):
+        assert orjson.dumps(m, option=option) == orjson.dumps(plain, option=option)
+    assert canonical_json(m) == canonical_json(plain)
+    # Copies to edit: shallow ones are plain at the top, deep and pickled ones all the way.
+    for shallow in (dict(m), m.copy(), {**m}, copy.copy(m), operator.or_(m, {})):
+        assert type(shallow) is dict and shallow == plain
+        shallow["content"] = "mine"
+    for deep in (copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+        assert deep == plain
+        assert type(deep) is dict and type(deep["tool_calls"]) is list
+        inner = deep["tool_calls"][0]["arguments"]
+        assert type(inner) is dict and type(inner["a"]) is list and type(inner["a"][1]) is dict
+        inner["a"][1]["b"] = "edited"
+        deep["tool_calls"].append({})
+    assert m == plain  # none of the copies' edits reached it
+    for copied in (list(calls), calls[:], operator.add(calls, []), copy.copy(calls)):
+        assert type(copied) is list and copied == plain["tool_calls"]
+
+
+def test_an_openai_request_of_read_only_messages_sends_the_same_bytes() -> None:
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "name": "weather", "arguments": {"city": "Paris"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "name": "weather", "content": "sunny"},
+        {"role": "assistant", "content": "Sunny."},
+    ]
+    model = OpenAIModel(model="m", base_url="http://127.0.0.1:9/v1", api_key="k")
+    frozen = model.request_body(ModelRequest(messages=MessageList(freeze(m) for m in messages)))
+    plain = model.request_body(ModelRequest(messages=messages))
+    assert json.dumps(frozen).encode() == json.dumps(plain).encode()
+    import orjson
+
+    assert orjson.dumps(frozen) == orjson.dumps(plain)
+
+
+class _Editing:
+    """A model that calls ``lookup`` on a question starting "call", then answers; told to,
+    it first edits its request in place (one of ``_EDITS``)."""
+
+    def __init__(self) -> None:
+        self.edit: str | None = None
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        msgs = request.messages
+        if self.edit is not None:
+            _EDITS[self.edit](msgs)
+        last = msgs[-1]
+        if last["role"] == "user" and str(last["content"]).startswith("call"):
+            args = {"city": "Paris", "tags": ["a", {"b": 1}]}
+            return ModelResponse(tool_calls=[ToolCall(id="c1", name="lookup", arguments=args)])
+        return ModelResponse(content=f"answer {len(msgs)}")
+
+
+def _with_calls(msgs: list[Message]) -> Message:
+    return next(m for m in msgs if m.get("tool_calls"))
+
+
+_EDITS: dict[str, Any] = {
+    "content": lambda msgs: msgs[1].__setitem__("content", "edited"),
+    "system": lambda msgs: msgs[0].__setitem__("content", "edited"),
+    "pop": lambda msgs: msgs[1].pop("content"),
+    "update": lambda msgs: msgs[1].update(content="edited"),
+    "tool_message": lambda msgs: next(m for m in msgs if m["role"] == "tool").update(
+        content="edited"
+    ),
+    "tool_calls": lambda msgs: _with_calls(msgs)["tool_calls"].append({"id": "x"}),
+    "arguments": lambda msgs: _with_calls(msgs)["tool_calls"][0]["arguments"].__setitem__(
+        "city", "Rome"
+    ),
+    "nested": lambda msgs: _with_calls(msgs)["tool_calls"][0]["arguments"]["tags"][1].clear(),
+    "list": lambda msgs: msgs.append({"role": "user", "content": "slipped in"}),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(_EDITS))
+async def test_a_model_that_edits_its_request_in_place_fails_and_changes_nothing(
+    edit: str,
+) -> None:
+    # A message, its tool calls, a call's arguments (nested too) or the list itself: the
+    # model's run fails with a typed error, writes no inference, and the next view is the
+    # graph's (the process's kept view unchanged).
+    @tether.tool
+    def lookup(city: str, tags: list[Any]) -> str:
+        return f"sunny in {city}"
+
+    store = MemoryStore()
+    model = _Editing()
+    agent = tether.Agent(tether.Spec.single(system="Be brief."), model, store=store, tools=[lookup])
+    for q in ("call 1", "hello", "call 2"):
+        assert (await agent.step(q, thread="t")).status == "completed"
+    before = copy.deepcopy((await conversation_view(store, "default", "t")).messages)
+    assert any(m.get("tool_calls") for m in before)
+    model.edit = edit
+    failed = await agent.step("hello again", thread="t")
+    assert failed.status == "failed" and failed.error is not None
+    assert failed.error.code == "model_raised" and "TypeError" in failed.error.message
+    assert "read-only" in failed.error.message
+    run = [
+        n for n in await store.nodes("default", "thread:t") if n.payload.get("run") == failed.run_id
+    ]
+    assert [n.kind for n in run if n.kind in ("inference", "tool_result", "answer")] == []
+    model.edit = None
+    after = await conversation_view(store, "default", "t")
+    assert after.messages == before  # the failed run shows nothing, the rest unchanged
+    cache = view_cache(store)
+    assert cache is not None
+    cache.clear()
+    assert (await conversation_view(store, "default", "t")).messages == after.messages
+    assert (await agent.step("call 3", thread="t")).status == "completed"

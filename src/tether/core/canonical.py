@@ -27,6 +27,8 @@ from typing import Any
 
 import orjson
 
+from .messages import ReadOnlyDict, ReadOnlyList
+
 # I-JSON (RFC 7493) safe integer range: beyond it a number cannot round-trip
 # through an IEEE double, so two different values could hash alike.
 MAX_SAFE_INT = 2**53 - 1
@@ -88,7 +90,7 @@ def _walk(value: Any, out: list[str], depth: int, max_depth: int) -> None:
     t = type(value)
     if t is str:
         out.append(encode_basestring(value))
-    elif t is dict:
+    elif t is dict or t is ReadOnlyDict:
         if depth >= max_depth:
             raise CanonicalError("too_large", f"nesting deeper than {max_depth}")
         if not value:
@@ -117,7 +119,7 @@ def _walk(value: Any, out: list[str], depth: int, max_depth: int) -> None:
             raise CanonicalError(
                 "number_range", f"integer {value} is outside ±(2**53-1); store it as a string"
             )
-    elif t is list or t is tuple:
+    elif t is list or t is tuple or t is ReadOnlyList:
         if depth >= max_depth:
             raise CanonicalError("too_large", f"nesting deeper than {max_depth}")
         if not value:
@@ -143,9 +145,10 @@ def _walk(value: Any, out: list[str], depth: int, max_depth: int) -> None:
 
 def _simple(value: Any, depth: int) -> bool:
     """True if orjson writes ``value`` in RFC 8785 form: only exact str, safe int,
-    bool, None, list/tuple and dicts with ASCII str keys, nested less than ``depth``."""
+    bool, None, list/tuple and dicts (read-only ones too: ``tether.core.messages``) with
+    ASCII str keys, nested less than ``depth``."""
     t = type(value)
-    if t is dict:
+    if t is dict or t is ReadOnlyDict:
         if depth <= 0:
             return False
         for k, v in value.items():
@@ -161,7 +164,7 @@ def _simple(value: Any, depth: int) -> bool:
             if not _simple(v, depth - 1):
                 return False
         return True
-    if t is list or t is tuple:
+    if t is list or t is tuple or t is ReadOnlyList:
         if depth <= 0:
             return False
         for v in value:

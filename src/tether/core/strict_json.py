@@ -27,6 +27,7 @@ import re
 from typing import Any, Final
 
 from .canonical import MAX_SAFE_INT, CanonicalError
+from .messages import ReadOnlyDict, ReadOnlyList
 
 __all__ = ["check_depth", "decode_at", "loads"]
 
@@ -90,16 +91,20 @@ def _has_lone_surrogate(value: Any) -> bool:
                 v.encode("utf-8")
             except UnicodeEncodeError:
                 return True
-        elif t is dict:
+        elif t is dict or t is ReadOnlyDict:
             for k, x in v.items():
                 try:
                     k.encode("utf-8")
                 except UnicodeEncodeError:
                     return True
                 stack.append(x)
-        elif t is list:
+        elif t is list or t is ReadOnlyList:
             stack.extend(v)
     return False
+
+
+# The containers of a JSON value: a read-only message (tether.core.messages) is one too.
+_CONTAINERS: Final = (dict, list, tuple, ReadOnlyDict, ReadOnlyList)
 
 
 def check_depth(value: Any, max_depth: int) -> None:
@@ -111,14 +116,14 @@ def check_depth(value: Any, max_depth: int) -> None:
     while stack:
         v, d = stack.pop()
         t = type(v)
-        if t is dict:
+        if t is dict or t is ReadOnlyDict:
             if d >= max_depth:
                 raise CanonicalError("too_large", f"nesting deeper than {max_depth}")
-            stack.extend((x, d + 1) for x in v.values() if type(x) in (dict, list, tuple))
-        elif t is list or t is tuple:
+            stack.extend((x, d + 1) for x in v.values() if type(x) in _CONTAINERS)
+        elif t is list or t is tuple or t is ReadOnlyList:
             if d >= max_depth:
                 raise CanonicalError("too_large", f"nesting deeper than {max_depth}")
-            stack.extend((x, d + 1) for x in v if type(x) in (dict, list, tuple))
+            stack.extend((x, d + 1) for x in v if type(x) in _CONTAINERS)
 
 
 def loads(data: bytes | bytearray | memoryview | str, *, max_depth: int | None = None) -> Any:

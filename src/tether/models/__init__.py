@@ -17,6 +17,8 @@ from ..core.messages import (
     Model,
     ModelRequest,
     ModelResponse,
+    ReadOnlyDict,
+    ReadOnlyList,
     ToolCall,
     ToolSpec,
 )
@@ -60,6 +62,8 @@ __all__ = [
     "ModelResponse",
     "ModelTimeoutError",
     "OpenAIModel",
+    "ReadOnlyDict",
+    "ReadOnlyList",
     "Rule",
     "ScriptedCall",
     "ScriptedMemory",

@@ -8,6 +8,9 @@ The view is ``[system prompt] + [summary] + messages``:
   not grow with the history the summary stands for;
 * messages come from ``projection.project`` and the policy picks whole units.
 
+Every message is read-only (``tether.core.messages.ReadOnlyDict``, its tool calls and
+their arguments too): the views of a thread share them.
+
 ``window`` and ``tokens`` read the thread from its tail in growing pages and stop
 as soon as the policy's choice cannot change; ``buffer`` and ``summary`` project
 everything after the summary, kept by the process between views and brought
@@ -26,7 +29,7 @@ from typing import Any
 from ..core import scopes
 from ..core.errors import InvalidRequest
 from ..core.graph import CausalNode
-from ..core.messages import Message, MessageList, Model
+from ..core.messages import Message, MessageList, Model, ReadOnlyDict, freeze
 from ..store.base import Head, Store
 from .policies import (
     Buffer,
@@ -109,7 +112,7 @@ async def _load(
     if system_node is not None and isinstance(system_node.payload, dict):
         content = system_node.payload.get("content")
         if isinstance(content, str):
-            prefix.append({"role": "system", "content": content})
+            prefix.append(ReadOnlyDict(role="system", content=content))
     if summary is not None and summary.text:
         prefix.append(summary_message(summary.text))
     after = summary.through if summary is not None else 0
@@ -251,7 +254,7 @@ async def conversation_view(
         if isinstance(policy, Buffer | Window | Summary | Tokens)
         else policy_from_dict(policy)
     )
-    first = None if lead is None else tuple(lead)
+    first = None if lead is None else tuple(freeze(m) for m in lead)
     view = await _load(store, namespace, scope, llm, pol, run, at, units, first)
     if isinstance(pol, Summary) and view.kept > pol.threshold:
         from .compaction import compact  # compaction builds on this module's reads
@@ -291,6 +294,10 @@ async def load_conversation(
 
     With the ``summary`` policy this may write a summary node (its own commit): call
     it before opening the transaction of the step that will use the messages.
+
+    The list is the caller's; the messages in it are read-only (``ReadOnlyDict``, their
+    tool calls and arguments too), shared with every later view this process makes of
+    the thread: ``dict(m)`` or ``copy.deepcopy(messages)`` to edit them.
     """
     view = await conversation_view(
         store, namespace, thread_id, llm=llm, policy=policy, run=run, model=model

@@ -67,7 +67,7 @@ import orjson
 
 from ..core.erased import ERASED_PLACEHOLDER_KEY, ERASED_TEXT, is_erased
 from ..core.graph import CausalNode
-from ..core.messages import Message
+from ..core.messages import Message, ReadOnlyDict, ReadOnlyList, freeze
 
 __all__ = [
     "SUMMARY_INTRO",
@@ -83,6 +83,12 @@ __all__ = [
 ]
 
 SUMMARY_INTRO = "Summary of earlier conversation: "
+
+# Every message a projection makes is read-only, its tool calls and their arguments too
+# (``freeze``): made once and shared by every later view and model request of the
+# thread a process keeps (``view_cache``), so none of them can change another's.
+_RO = ReadOnlyDict
+_ROL = ReadOnlyList
 
 
 def system_key(llm: str) -> str:
@@ -141,7 +147,7 @@ class SummaryContent:
 
 
 def summary_message(text: str) -> Message:
-    return {"role": "system", "content": SUMMARY_INTRO + text}
+    return _RO(role="system", content=SUMMARY_INTRO + text)
 
 
 def text_of(value: Any) -> str:
@@ -156,15 +162,16 @@ def _str(value: Any) -> str | None:
 
 
 def _calls(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """A payload's well-formed tool calls, read-only (``freeze``: made once, shared)."""
     raw = payload.get("tool_calls")
     if not isinstance(raw, list):
         return []
-    out = []
+    out: list[dict[str, Any]] = []
     for c in raw:
         if isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("name"), str):
             args = c.get("arguments")
             out.append(
-                {"id": c["id"], "name": c["name"], "arguments": args if args is not None else {}}
+                _RO(id=c["id"], name=c["name"], arguments=_RO() if args is None else freeze(args))
             )
     return out
 
@@ -305,7 +312,7 @@ class _ForeignCall(_Item):
 
     def __init__(self, sequence: int, id: str, name: str, p: dict[str, Any]) -> None:
         args = p.get("args", p.get("arguments"))
-        call = {"id": id, "name": name, "arguments": {} if args is None else args}
+        call = _RO(id=id, name=name, arguments=_RO() if args is None else freeze(args))
         super().__init__(sequence, "tool_call", _FOREIGN, calls=(call,))
         self.last: int | None = None
 
@@ -597,7 +604,7 @@ class Projector:
     def view(self, *, units: bool = True) -> tuple[tuple[Unit, ...], list[Message]]:
         """The units (``()`` with ``units=False``) and their messages, flattened. The
         list of messages is this projector's own, as are the messages: copy the list to
-        keep it (``prefix + messages``), and read the messages, never change them (later
+        keep it (``prefix + messages``); the messages are read-only (``ReadOnlyDict``: later
         views share them)."""
         self._rebuild()
         return (tuple(self._units) if units else ()), self._messages
@@ -664,14 +671,11 @@ class Projector:
                 return None
             if isinstance(item, _ForeignCall):
                 return self._foreign_call_unit(item)
-            msg: Message = {
-                "role": "user" if item.kind == "goal" else "assistant",
-                "content": item.content,
-            }
+            msg = _RO(role="user" if item.kind == "goal" else "assistant", content=item.content)
             return _new_unit(seq, seq, (msg,), None)
         if item.tag == _ERASED:
             role = "user" if item.kind == "goal" else "assistant"
-            erased: Message = {"role": role, "content": ERASED_TEXT}
+            erased = _RO(role=role, content=ERASED_TEXT)
             return _new_unit(seq, seq, (erased,), None)
         run = item.run
         assert run is not None
@@ -683,30 +687,24 @@ class Projector:
             # Shown whole, or as the goal of a run shown by its receipts.
             if item.input is None or not (shown_full or run.done):
                 return None
-            return _new_unit(seq, seq, ({"role": "user", "content": item.input},), r)
+            return _new_unit(seq, seq, (_RO(role="user", content=item.input),), r)
         results = self._results
         done = [c for c in item.calls if (r, c["id"]) in results]
         if not shown_full and not done:
             return None
         msgs: list[Message] = []
         if item.input is not None:
-            msgs.append({"role": "user", "content": item.input})
+            msgs.append(_RO(role="user", content=item.input))
         content = item.content if shown_full else None
-        if done or content:
-            a: Message = {"role": "assistant", "content": content}
-            if done:
-                a["tool_calls"] = done
-            msgs.append(a)
+        if done:
+            msgs.append(_RO(role="assistant", content=content, tool_calls=_ROL(done)))
+        elif content:
+            msgs.append(_RO(role="assistant", content=content))
         last = seq
         for c in done:
             res_seq, name, text = results[(r, c["id"])]
             msgs.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": c["id"],
-                    "name": name or c["name"],
-                    "content": text,
-                }
+                _RO(role="tool", tool_call_id=c["id"], name=name or c["name"], content=text)
             )
             last = max(last, res_seq)
         if not msgs:
@@ -720,13 +718,8 @@ class Projector:
             return None
         call = item.calls[0]
         messages: tuple[Message, ...] = (
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            {
-                "role": "tool",
-                "tool_call_id": call["id"],
-                "name": call["name"],
-                "content": item.content,
-            },
+            _RO(role="assistant", content=None, tool_calls=_ROL((call,))),
+            _RO(role="tool", tool_call_id=call["id"], name=call["name"], content=item.content),
         )
         return _new_unit(item.sequence, item.last, messages, None)
 

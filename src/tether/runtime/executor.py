@@ -54,7 +54,7 @@ from ..control.tasks import entry_key, run_entry, stage_entry
 from ..core import scopes
 from ..core.errors import Conflict, InvalidNode, NotFound, TetherError
 from ..core.graph import CausalNode
-from ..core.messages import MessageList, Model, ModelRequest, ModelResponse
+from ..core.messages import MessageList, Model, ModelRequest, ModelResponse, ReadOnlyDict
 from ..core.vocab import Vocabulary
 from ..crypto import bind_thread, encrypted, erased_placeholders
 from ..models.errors import ModelError
@@ -863,7 +863,7 @@ class Executor(ToolCalls):
         tmpl = self.spec.template(node.name, "system")
         if tmpl is not None:
             # Rendered per call and never stored: a system prompt may quote the context.
-            prompt.append({"role": "system", "content": tmpl.render(scope)})
+            prompt.append(ReadOnlyDict(role="system", content=tmpl.render(scope)))
         mem_scope = _memory_scope(node, self.conversation)
         whole = mem_scope == "thread"
         view = await conversation_view(
@@ -895,12 +895,13 @@ class Executor(ToolCalls):
             return
         rc.head = head
         if input_text is not None:
-            messages = [*messages, {"role": "user", "content": input_text}]
+            messages = [*messages, ReadOnlyDict(role="user", content=input_text)]
         names = [*self.tools, *self.memory_tools] if node.tools is None else list(node.tools)
         specs = {s.name: s for m in self.memory_tools.values() for s in m.specs}
         mem_scopes = ["app", *([scopes.user(rc.user)] if rc.user else []), rc.scope]
         request = ModelRequest(
-            # read-only: the model cannot change what the process keeps (MessageList)
+            # read-only, the messages too: the model cannot change what the process keeps
+            # (MessageList of ReadOnlyDict, made so by the projection)
             messages=messages if isinstance(messages, MessageList) else MessageList(messages),
             tools=[self.tools[n].spec if n in self.tools else specs[n] for n in names],
             memory=await _memory_api.memories(self.store, self.namespace, mem_scopes)

@@ -632,6 +632,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "fresh one) [on for the default systems]",
     )
     p.add_argument(
+        "--cold-floor",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run benchmarks/cold_floor.py (a 10,000-turn agent thread's cold load "
+        "against bare sqlite3 + orjson; 50 turns with --quick) [on for the default systems]",
+    )
+    p.add_argument(
         "--server-rss",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -668,6 +675,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         args.prune = args.systems == ",".join(ALL)
     if args.server_rss is None:
         args.server_rss = args.systems == ",".join(ALL)
+    if args.cold_floor is None:
+        args.cold_floor = args.systems == ",".join(ALL)
     if args.long_thread is None:
         args.long_thread = agent_turn.QUICK_LONG if args.quick else agent_turn.LONG
     chosen = {n.strip() for n in args.systems.split(",")}
@@ -828,6 +837,8 @@ def main(argv: list[str] | None = None) -> int:
         prune_bench(out_dir, quick=args.quick, update=update)
     if args.server_rss:
         server_rss(out_dir, quick=args.quick, update=update)
+    if args.cold_floor:
+        cold_floor(out_dir, quick=args.quick, update=update)
     log(f"done in {results['meta']['elapsed_s']:.0f} s")
     return 0
 
@@ -884,6 +895,18 @@ def server_rss(out_dir: Path, *, quick: bool, update: bool) -> None:
     argv += ["--update-readme"] if update else []
     if subprocess.run(argv, check=False).returncode != 0:
         log("  server_rss.py failed (its output is above)")
+
+
+def cold_floor(out_dir: Path, *, quick: bool, update: bool) -> None:
+    """benchmarks/cold_floor.py in its own process: a 10,000-turn agent thread's cold load
+    against the floor (its file built once and kept under out/cold_floor); its table goes
+    into its own README section."""
+    log("a long thread's cold load against its floor (benchmarks/cold_floor.py) ...")
+    argv = [sys.executable, str(BENCH / "cold_floor.py"), "--json", str(out_dir / "cold.json")]
+    argv += ["--quick"] if quick else []
+    argv += ["--update-readme"] if update else []
+    if subprocess.run(argv, check=False).returncode != 0:
+        log("  cold_floor.py failed (its output is above)")
 
 
 # (turns, threads) of each replay: (A)'s first turns (short threads, 20 of them for a

@@ -1018,3 +1018,56 @@ async def test_a_model_that_edits_its_request_in_place_fails_and_changes_nothing
     cache.clear()
     assert (await conversation_view(store, "default", "t")).messages == after.messages
     assert (await agent.step("call 3", thread="t")).status == "completed"
+
+
+@pytest.mark.parametrize("page", [3, 4, 1000])
+async def test_a_whole_view_read_page_by_page_equals_the_projection_of_the_nodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, page: int
+) -> None:
+    # A whole view feeds the store's rows a page at a time; at the first foreign tool
+    # call (paired with its result by node ids and parents) it reads the nodes from
+    # there. Pages of 3 and 4 put that call and the turns around it across page ends.
+    from tether.projections import reads
+    from tether.store.txn import Transaction
+
+    monkeypatch.setattr(reads, "PAGE", page)
+    url = f"sqlite:///{tmp_path / 'pages.db'}"
+    scope = "thread:t"
+
+    async def turn(store: tether.Store, k: int) -> None:
+        async def fn(txn: Transaction) -> None:
+            r = f"run{k}"
+            await txn.append(scope, "goal", {"run": r, "llm": "agent", "input": f"q{k}"})
+            await txn.append(scope, "inference", {"run": r, "llm": "agent", "content": f"a{k}"})
+            await txn.append(scope, "answer", {"run": r, "output": f"a{k}"})
+
+        await tether.transact(store, "default", fn)
+
+    async def foreign(store: tether.Store) -> None:
+        async def fn(txn: Transaction) -> None:
+            await txn.append(scope, "goal", {"input": "imported question"})
+            call = await txn.append(scope, "tool_call", {"tool": "f", "args": {"n": 1}})
+            await txn.append(scope, "tool_result", {"tool": "f", "output": "ok"}, parents=[call.id])
+            await txn.append(scope, "answer", {"output": "imported answer"})
+
+        await tether.transact(store, "default", fn)
+
+    writer = await tether.open_store(url)
+    try:
+        for k in range(5):
+            await turn(writer, k)
+        await foreign(writer)
+        for k in range(5, 9):
+            await turn(writer, k)
+    finally:
+        await writer.close()
+    store = await tether.open_store(url)  # a fresh process's: no view kept
+    try:
+        view = await conversation_view(store, "default", "t")
+        nodes = await store.nodes("default", scope, limit=10_000)
+        want = [m for u in reference_project(nodes, llm="agent") for m in u.messages]
+        assert view.messages == want
+        assert {"role": "tool", "tool_call_id": nodes[16].id, "name": "f", "content": "ok"} in want
+        assert len(want) == 2 * 9 + 4  # nine turns; the imported one's four messages
+    finally:
+        await store.close()

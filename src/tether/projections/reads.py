@@ -51,16 +51,30 @@ async def feed_projector(
     store: Store, namespace: str, scope: str, projector: Projector, *, after: int, before: int
 ) -> int:
     """Feed ``projector`` every node with after < sequence < before: their rows
-    (``read_payloads``), and from the first foreign tool call or result on (paired by
-    node ids and parents: an imported StateWeave thread's) the nodes themselves. Returns
-    the sequence of the last node read (``after`` when none)."""
-    rows = await read_payloads(store, namespace, scope, after=after, before=before)
-    stop = projector.feed_rows(rows)
-    if stop is None:
-        return rows[-1][0] if rows else after
-    nodes = await read_nodes(store, namespace, scope, after=stop - 1, before=before)
-    projector.feed(nodes)
-    return nodes[-1].sequence if nodes else stop - 1
+    (``Store.payloads``, a page at a time, each page fed as it is read), and from the
+    first foreign tool call or result on (paired by node ids and parents: an imported
+    StateWeave thread's) the nodes themselves. Returns the sequence of the last node
+    read (``after`` when none).
+
+    Page by page, not the whole thread's rows first: the projector keeps only what its
+    messages are made of, so each page's decoded payloads are freed as the next is read
+    (a long thread's cold view then holds one page of payloads, not all of them, and the
+    garbage collector does not walk them again and again as the view is built)."""
+    cursor = after
+    while cursor < before - 1:
+        batch = await store.payloads(namespace, scope, after=cursor, before=before, limit=PAGE)
+        if not batch:
+            break
+        stop = projector.feed_rows(batch)
+        if stop is not None:
+            del batch
+            nodes = await read_nodes(store, namespace, scope, after=stop - 1, before=before)
+            projector.feed(nodes)
+            return nodes[-1].sequence if nodes else stop - 1
+        cursor = batch[-1][0]
+        if len(batch) < PAGE:
+            break
+    return cursor
 
 
 async def read_tail(

@@ -522,19 +522,53 @@ class TetherSaver(BaseCheckpointSaver[str]):
         scope = thread_scope(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "") or ""
         cid = get_checkpoint_id(config)
+        e = enc_ns(ns)
+        mine = await self._own_latest(scope, e, cid)
+        if mine is not None:
+            return await self._tuple(str(conf["thread_id"]), scope, mine[0], no_writes=mine[1])
         if cid:
-            node = await self._pointer(scope, enc_ns(ns), cid)
+            node = await self._pointer(scope, e, cid)
         else:
             node = await self._latest(scope, ns)
         if node is None:
             return None
         return await self._tuple(str(conf["thread_id"]), scope, node)
 
-    async def _tuple(self, thread_id: str, scope: str, node: CausalNode) -> CheckpointTuple:
+    async def _own_latest(
+        self, scope: str, e: str, cid: str | None
+    ) -> tuple[CausalNode, bool] | None:
+        """The namespace's latest checkpoint as this saver's own last commit to ``scope``
+        left it, when nothing was written to the scope since (its head is still the
+        one that commit left: one head read, no other), and that checkpoint is ``cid``
+        if given; with True when the saver knows it has no pending writes (it wrote
+        every node of the scope). None: read the store."""
+        tip = self._tips.get(scope)
+        if tip is None:
+            return None
+        node = tip.nodes.get(cp_key(e))
+        if node is None or (cid and node.payload["id"] != cid):
+            return None
+        keys = tip.keys
+        if keys is None and tip.nodes.get(del_key(e), False) is not None:
+            return None  # tombstones may hide it
+        if keys is not None and not keys.none(del_key(e)):
+            return None
+        head = await self.store.head(self.namespace, scope)
+        if (head.generation, head.sequence) != (tip.head.generation, tip.head.sequence):
+            return None
+        return node, keys is not None and keys.none(w_key(e, node.payload["id"]))
+
+    async def _tuple(
+        self, thread_id: str, scope: str, node: CausalNode, *, no_writes: bool = False
+    ) -> CheckpointTuple:
         p = node.payload
         ns, cid = p["ns"], p["id"]
-        stored = await self.store.versions(
-            self.namespace, scope, w_key(enc_ns(ns), cid), limit=_ALL
+        stored = (
+            []
+            if no_writes
+            else await self.store.versions(
+                self.namespace, scope, w_key(enc_ns(ns), cid), limit=_ALL
+            )
         )
         writes = effective_writes([w.payload for w in stored])
         channels = list(p["values"])

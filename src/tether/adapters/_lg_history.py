@@ -40,6 +40,7 @@ from ._lg_keys import (
     del_key,
     effective_writes,
     enc_ns,
+    id_key,
     odd_key,
     thread_scope,
     w_key,
@@ -97,7 +98,7 @@ class _Pages:
         recent: tuple[int, list[CausalNode]] | None = None,
     ) -> None:
         self.saver, self.scope = saver, scope
-        self.cp_key, self.w_prefix = cp_key(e), w_prefix(e)
+        self.cp_key, self.w_prefix, self.i_prefix = cp_key(e), w_prefix(e), id_key(e, "")
         self.nodes: dict[str, CausalNode] = {}
         self.checkpoints: dict[str, CausalNode] = {}  # checkpoint id -> its newest put
         # checkpoint id -> its single writes (``write_records``), newest first
@@ -137,14 +138,16 @@ class _Pages:
         return True
 
     def _take(self, page: Sequence[CausalNode]) -> None:
-        cp, wp, n_wp = self.cp_key, self.w_prefix, len(self.w_prefix)
+        cp, wp, n_wp, ip = self.cp_key, self.w_prefix, len(self.w_prefix), self.i_prefix
         for n in page:
             self.nodes[n.id] = n
             rk = n.resource_key
             if rk is None:
                 continue
-            if rk == cp:
-                self.checkpoints.setdefault(n.payload["id"], n)
+            if rk == cp or rk.startswith(ip):
+                # a checkpoint (under either layout's key), a pointer, or the marker
+                if n.payload.get("lg") == "cp":
+                    self.checkpoints.setdefault(n.payload["id"], n)
             elif rk.startswith(wp):
                 # newest first: a node's own writes go in reverse, as if one node each
                 self.writes.setdefault(rk[n_wp:], []).extend(write_records([n.payload])[::-1])

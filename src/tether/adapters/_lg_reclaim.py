@@ -55,7 +55,7 @@ def unreachable(nodes: Sequence[CausalNode]) -> Mapping[int, str]:
     puts: list[tuple[tuple[str, str], CausalNode]] = []
     for n in nodes:
         lg, p = _lg(n)
-        if lg != "cp" or not (n.resource_key or "").startswith("lgc:"):
+        if lg != "cp" or not (n.resource_key or "").startswith(("lgc:", "lgi:")):
             continue
         which = ((n.resource_key or "")[4:].split(";", 1)[0], str(p.get("id")))
         newest[which] = n  # sequence order: the last one wins

@@ -98,7 +98,7 @@ __all__ = ["TetherSaver"]
 _PAGE: Final = 256
 _ALL: Final = 1_000_000  # "every version" for the few small per-checkpoint keys
 _GUESS: Final = 16  # up to this many unseen planned nodes are taken as new without a read
-_LG_TYPES: Final = frozenset({"el", "val", "seq", "cp", "id", "w", "ws", "del", "odd"})
+_LG_TYPES: Final = frozenset({"el", "val", "seq", "cp", "id", "w", "ws", "del", "odd", "ns"})
 _CONTENT_TYPES: Final = frozenset({"el", "val", "seq"})
 _TIP_KEYS: Final = 16  # resource heads a tip remembers (the newest ones)
 _TIP_ALL: Final = 2048  # a tip lists its scope's resource keys (hashes) up to this many
@@ -147,9 +147,11 @@ class _Tip:
 
     ``keys``: every resource key at ``head`` (``_Keys``), when this saver wrote every
     node of the scope since it was empty at this generation; else None.
+    ``latest``: per encoded checkpoint namespace, its latest checkpoint node at ``head``
+    (the newest put), for the namespaces this saver put or read at that head.
     """
 
-    __slots__ = ("head", "keys", "nodes", "writes")
+    __slots__ = ("head", "keys", "latest", "nodes", "writes")
 
     def __init__(
         self,
@@ -157,8 +159,10 @@ class _Tip:
         nodes: dict[str, CausalNode | None],
         writes: dict[str, frozenset[tuple[str, int]]],
         keys: _Keys | None,
+        latest: dict[str, CausalNode | None],
     ) -> None:
         self.head, self.nodes, self.writes, self.keys = head, nodes, writes, keys
+        self.latest = latest
 
 
 class _Scope:
@@ -171,10 +175,18 @@ class _Scope:
     nothing is written; ``transact`` retries unseeded, from fresh reads.
     """
 
-    def __init__(self, txn: Transaction, scope: str, tip: _Tip | None) -> None:
-        self.txn, self.scope = txn, scope
+    def __init__(
+        self,
+        txn: Transaction,
+        scope: str,
+        tip: _Tip | None,
+        saver: TetherSaver | None = None,
+    ) -> None:
+        self.txn, self.scope, self.saver = txn, scope, saver
         self.start: Head | None = None  # the head the attempt computed against
         self.nodes: dict[str, CausalNode | None] = {}
+        # encoded checkpoint ns -> its latest checkpoint node at the start (``latest``)
+        self.latest: dict[str, CausalNode | None] = {}
         self.writes: dict[str, frozenset[tuple[str, int]]] = {}
         self.keys: _Keys | None = None  # every resource key at the start (``_Tip``)
         self.seeded: Head | None = None  # the tip's head, which the known heads are at
@@ -186,6 +198,7 @@ class _Scope:
             self.nodes = dict(tip.nodes)
             self.writes = dict(tip.writes)
             self.keys = tip.keys
+            self.latest = dict(tip.latest)
 
     async def head(self) -> Head:
         self.start = await self.txn.head(self.scope)
@@ -196,7 +209,7 @@ class _Scope:
     async def resource_head(self, key: str) -> CausalNode | None:
         """The key's head at the start; an append to the key reuses it (no read)."""
         if key in self.nodes:
-            node = self.nodes[key]
+            node = self.nodes[key] = self.nodes.pop(key)  # the newest a tip keeps
             if self.seeded is not None:
                 # known at the seeded head (or read at it): a no-op for another head
                 self.txn.hint_resource(
@@ -210,6 +223,17 @@ class _Scope:
             return None
         node = await self.txn.resource_head(self.scope, key)
         self.nodes[key] = node
+        return node
+
+    async def latest_checkpoint(self, ns: str) -> CausalNode | None:
+        """The namespace's latest checkpoint node at the start (the newest put, not
+        hidden): known from the tip or a put of this attempt, else read."""
+        e = enc_ns(ns)
+        if e in self.latest:
+            return self.latest[e]
+        assert self.saver is not None and self.start is not None
+        node = await self.saver._latest(self.scope, ns)
+        self.latest[e] = node
         return node
 
     def tip(self) -> _Tip | None:
@@ -231,7 +255,8 @@ class _Scope:
             keys = None  # thousands of checkpoint namespaces: reads instead
         keep = builtins.list(nodes.items())[-_TIP_KEYS:]
         writes = builtins.list(self.writes.items())[-_TIP_KEYS:]
-        return _Tip(head, dict(keep), dict(writes), keys)
+        latest = builtins.list(self.latest.items())[-_TIP_KEYS:]
+        return _Tip(head, dict(keep), dict(writes), keys, dict(latest))
 
 
 # -- the saver -------------------------------------------------------------------
@@ -475,7 +500,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
         writes keep their conversation kinds.
         """
         tip = self._tips.get(scope)
-        node = tip.nodes.get(cp_key(e)) if tip is not None else None
+        node = tip.latest.get(e) if tip is not None else None
         if node is None or node.payload.get("id") != cid:
             return frozenset()
         values = node.payload.get("values") or {}
@@ -495,25 +520,39 @@ class TetherSaver(BaseCheckpointSaver[str]):
     # -- reading -------------------------------------------------------------------
 
     async def _pointer(self, scope: str, e: str, cid: str) -> CausalNode | None:
+        """The newest put of checkpoint ``cid`` (None: never put, or hidden). Its id key's
+        head is the checkpoint node itself, or (threads written before) a pointer node
+        naming it, or a pointer marked deleted."""
         ptr = await self.store.resource_head(self.namespace, scope, id_key(e, cid))
-        if ptr is None or ptr.payload.get("deleted"):
+        if ptr is None or ptr.payload.get("lg") == "cp":
+            return ptr
+        target = _target(ptr)
+        if target is None:
             return None
-        got = await self.store.get_nodes(self.namespace, scope, [ptr.payload["cp"]])
-        return got.get(ptr.payload["cp"])
+        got = await self.store.get_nodes(self.namespace, scope, [target])
+        return got.get(target)
 
     async def _deleted(self, scope: str, e: str) -> set[str]:
         tombs = await self.store.versions(self.namespace, scope, del_key(e), limit=_ALL)
         return {i for t in tombs for i in t.payload["nodes"]}
 
     async def _latest(self, scope: str, ns: str) -> CausalNode | None:
+        """The namespace's newest put that is not hidden. Threads written before keep
+        every checkpoint under ``lgc:<ns>;cp`` (its head is the newest); now that key
+        holds a marker (``ns``) and the newest is found walking back from the end."""
         e = enc_ns(ns)
+        mine = await self._own_latest(scope, e, None)
+        if mine is not None:
+            return mine[0]
         heads = await self.store.resource_heads(self.namespace, scope, prefix=f"lgc:{e};")
         head = heads.get(cp_key(e))
         if head is None:
             return None
-        if del_key(e) not in heads or head.id not in await self._deleted(scope, e):
+        if head.payload.get("lg") == "cp" and (
+            del_key(e) not in heads or head.id not in await self._deleted(scope, e)
+        ):
             return head
-        async for node in self._scan(scope, ns, None):
+        async for node in self._scan(scope, ns, None, heads=heads):
             return node
         return None
 
@@ -545,7 +584,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
         tip = self._tips.get(scope)
         if tip is None:
             return None
-        node = tip.nodes.get(cp_key(e))
+        node = tip.latest.get(e)
         if node is None or (cid and node.payload["id"] != cid):
             return None
         keys = tip.keys
@@ -611,15 +650,24 @@ class TetherSaver(BaseCheckpointSaver[str]):
             after = page[-1].scope
 
     async def _scan(
-        self, scope: str, ns: str | None, before_id: str | None, anchor_ns: str | None = None
+        self,
+        scope: str,
+        ns: str | None,
+        before_id: str | None,
+        anchor_ns: str | None = None,
+        *,
+        heads: Mapping[str, CausalNode] | None = None,
     ) -> AsyncIterator[CausalNode]:
         """Live checkpoint nodes of a thread (one namespace or all), newest first.
 
-        Walks the thread's nodes backwards by sequence, a page at a time, so
+        Walks the thread's nodes backwards by sequence, a page at a time (the first
+        one small: the newest checkpoint is usually among the last nodes), so
         ``limit=N`` reads about N steps' worth of nodes. Puts are in LangGraph
-        id order, so sequence order is checkpoint-id order.
+        id order, so sequence order is checkpoint-id order. ``heads``: the thread's
+        ``lgc:`` heads (of ``ns`` at least), if the caller read them.
         """
-        heads = await self.store.resource_heads(self.namespace, scope, prefix="lgc:")
+        if heads is None:
+            heads = await self.store.resource_heads(self.namespace, scope, prefix="lgc:")
         if not heads:
             return
         want = None if ns is None else cp_key(enc_ns(ns))
@@ -639,15 +687,13 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 start = anchor.sequence
         anchored = start is not None
         seen: set[tuple[str, str]] = set()
+        size = 16
         while True:
             page = await self.store.nodes(
-                self.namespace, scope, before=start, limit=_PAGE, descending=True
+                self.namespace, scope, before=start, limit=size, descending=True
             )
             for n in page:
-                rk = n.resource_key
-                if n.kind != "resource" or rk is None or not rk.startswith("lgc:"):
-                    continue
-                if not rk.endswith(";cp") or (want is not None and rk != want):
+                if not _is_checkpoint(n) or (ns is not None and n.payload["ns"] != ns):
                     continue
                 if n.id in deleted:
                     continue
@@ -660,9 +706,10 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 ):
                     continue  # with no stored anchor, ids compare as LangGraph's savers do
                 yield n
-            if len(page) < _PAGE:
+            if len(page) < size:
                 return
             start = page[-1].sequence
+            size = _PAGE
 
     async def _iter(
         self,
@@ -814,7 +861,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
             need = [k for k in versions if k not in new_versions]
             if not need:
                 return {}
-            head = await view.resource_head(cp_key(e))
+            head = await view.latest_checkpoint(ns)
             parent = head if head is not None and head.payload["id"] == parent_id else None
             if parent is None and parent_id:
                 parent = await self._pointer(scope, e, parent_id)
@@ -836,7 +883,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
 
         async def fn(txn: Transaction) -> tuple[int, builtins.list[str]]:
             # the first attempt starts from this saver's own last commit, if any
-            view = _Scope(txn, scope, None if views else self._tips.get(scope))
+            view = _Scope(txn, scope, None if views else self._tips.get(scope), self)
             views.append(view)
             generation = (await view.head()).generation
             refs = await carried(view)
@@ -854,41 +901,34 @@ class TetherSaver(BaseCheckpointSaver[str]):
                     plans.append(enc[1])
             added = await self._append_missing(txn, scope, plans, stored)
             payload = {**base, "values": {k: refs[k] for k in sorted(refs)}}
-            if await view.resource_head(id_key(e, checkpoint["id"])) is not None:
+            ik = id_key(e, checkpoint["id"])
+            if await view.resource_head(ik) is not None:
                 await self._mark_odd(txn, scope, e, checkpoint["id"])
+            marker = await view.resource_head(cp_key(e))
+            if marker is None or marker.payload.get("lg") != "ns":
+                # The namespace's checkpoints are found by id from here on (``_latest``)
+                await txn.append(scope, "resource", {"lg": "ns", "ns": ns}, resource_key=cp_key(e))
             frontier = await txn.frontier(scope)
             parents = set(frontier)
             for ref in refs.values():
                 parents.update(ref_ids(ref))
-            prev = await view.resource_head(cp_key(e))  # known: no read
-            if prev is not None:
-                parents.add(prev.id)  # what the append adds itself (the key's head: stored)
-                await txn.hint(scope, stored=[prev.id])
             # The node holds this put's checkpoint id and ts, so it is new: the
             # transaction need not look it up when every parent is stored (were it
             # stored, the commit reports it and the transaction replays with look-ups).
+            # Its key is its id: found by id in one read, an earlier put of the same
+            # id (its key's head) a parent.
             node = await txn.append(
-                scope,
-                "resource",
-                payload,
-                parents=sorted(parents),
-                resource_key=cp_key(e),
-                new=True,
+                scope, "resource", payload, parents=sorted(parents), resource_key=ik, new=True
             )
-            ptr = await txn.append(
-                scope,
-                "resource",
-                {"lg": "id", "id": checkpoint["id"], "cp": node.id},
-                parents=[node.id],
-                resource_key=id_key(e, checkpoint["id"]),
-            )
-            return generation, [*added, node.id, ptr.id]
+            view.latest.pop(e, None)
+            view.latest[e] = node
+            return generation, [*added, node.id]
 
         async with self._writing.hold(scope):
             generation, added = await transact(self.store, self.namespace, fn)
             self._settle(scope, views[-1])
             self._remember(scope, generation, added)
-            self._anchors.put((scope, generation, e, checkpoint["id"]), added[-2])
+            self._anchors.put((scope, generation, e, checkpoint["id"]), added[-1])
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -925,7 +965,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
         wk = w_key(e, cid)
 
         async def fn(txn: Transaction) -> tuple[int, builtins.list[str]]:
-            view = _Scope(txn, scope, None if views else self._tips.get(scope))
+            view = _Scope(txn, scope, None if views else self._tips.get(scope), self)
             views.append(view)
             generation = (await view.head()).generation
             # The key's head is read once (the appends below reuse it); the earlier
@@ -942,11 +982,11 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 have = set(known)
             # The checkpoint node this saver put for cid at this generation, if any (a
             # pointer is never removed but by a reset, which bumps the generation); else
-            # the pointer's head says whether cid was put at all.
+            # the id key's head says whether cid was put at all.
             anchor = self._anchors.get((scope, generation, e, cid))
             if anchor is None:
                 ptr = await view.resource_head(id_key(e, cid))
-                anchor = ptr.payload.get("cp") if ptr is not None else None
+                anchor = _target(ptr)
                 if ptr is None and encoded:
                     await self._mark_odd(txn, scope, e, cid)
             # One node holds this call's writes (``ws``), in order; a regular write
@@ -1028,7 +1068,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
             )
             for cid in cids:
                 ptr = await txn.resource_head(scope, id_key(e, cid))
-                if ptr is not None and ptr.payload.get("cp") in ids:
+                if _target(ptr) in ids:
                     await txn.append(
                         scope,
                         "resource",
@@ -1040,20 +1080,27 @@ class TetherSaver(BaseCheckpointSaver[str]):
             await transact(self.store, self.namespace, fn)
 
     async def _live_checkpoints(self, scope: str) -> dict[str, builtins.list[CausalNode]]:
-        """Every live checkpoint node of a thread, per encoded namespace, oldest first."""
+        """Every live checkpoint node of a thread (every put), per encoded namespace,
+        oldest first: the thread's nodes read in order, as both layouts keep them."""
         heads = await self.store.resource_heads(self.namespace, scope, prefix="lgc:")
         out: dict[str, builtins.list[CausalNode]] = {}
+        dead: set[str] = set()
         for k in heads:
-            if not k.endswith(";cp"):
-                continue
-            e = k[4:-3]
-            dead = await self._deleted(scope, e) if del_key(e) in heads else set()
-            out[e] = [
-                n
-                for n in await self.store.versions(self.namespace, scope, k, limit=_ALL)
-                if n.id not in dead
-            ]
-        return out
+            if k.endswith(";del"):
+                dead |= await self._deleted(scope, k[4:-4])
+            elif k.endswith(";cp"):
+                out[k[4:-3]] = []
+        if not out:
+            return out
+        after = 0
+        while True:
+            page = await self.store.nodes(self.namespace, scope, after=after, limit=_PAGE)
+            for n in page:
+                if _is_checkpoint(n) and n.id not in dead:
+                    out.setdefault(enc_ns(n.payload["ns"]), []).append(n)
+            if len(page) < _PAGE:
+                return out
+            after = page[-1].sequence
 
     async def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
         wanted = set(run_ids)
@@ -1158,6 +1205,10 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 parents.update(await txn.frontier(dst))
                 for ref in p["values"].values():
                     parents.update(ref_ids(ref))
+                rk = n.resource_key
+                if rk and rk.startswith("lgi:") and await txn.resource_head(dst, rk) is not None:
+                    # the target held this checkpoint id already: a re-put
+                    await self._mark_odd(txn, dst, rk[4:].split(";", 1)[0], p["id"])
             elif lg == "id" and "cp" in p:
                 p = {**p, "cp": remap[p["cp"]]}
                 parents.add(p["cp"])
@@ -1188,6 +1239,31 @@ def _loop_free(url: str) -> bool:
     """Stores that belong to no event loop: memory://, and SQLite served inline."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else "sqlite"
     return scheme == "memory" or (scheme == "sqlite" and "offload" not in url)
+
+
+def _target(ptr: CausalNode | None) -> str | None:
+    """The checkpoint node an id key's head stands for: itself (a checkpoint node), the
+    node a pointer names (threads written before), None for a deleted pointer or none."""
+    if ptr is None:
+        return None
+    p = ptr.payload
+    if p.get("lg") == "cp":
+        return ptr.id
+    target = p.get("cp")
+    return target if isinstance(target, str) else None
+
+
+def _is_checkpoint(n: CausalNode) -> bool:
+    """A checkpoint node: under its namespace's ``lgc:<ns>;cp`` key (threads written
+    before) or its own id key ``lgi:<ns>;<id>``."""
+    rk = n.resource_key
+    return (
+        n.kind == "resource"
+        and rk is not None
+        and rk.startswith(("lgc:", "lgi:"))
+        and isinstance(n.payload, dict)
+        and n.payload.get("lg") == "cp"
+    )
 
 
 def _versions_of(saver: TetherSaver, node: CausalNode) -> dict[str, Any]:

@@ -690,6 +690,33 @@ def _count_resource_head_reads(saver: TetherSaver) -> list[int]:
     return reads
 
 
+async def test_the_latest_read_from_the_savers_own_put_is_a_copy() -> None:
+    """A read of the latest checkpoint this saver put (no read but the head's) hands out
+    copies: LangGraph edits the checkpoint it reads in place (``get_state`` applies the
+    pending writes to it), and neither the next read nor the next put may see that."""
+    saver = TetherSaver(MemoryStore())
+    cp = generate_checkpoint(channel_values={"ch": "v"}, channel_versions={"ch": 1})
+    cfg = await saver.aput(generate_config("t"), cp, generate_metadata(step=1), {"ch": 1})
+    heads = _count_resource_head_reads(saver)
+    for config in (generate_config("t"), cfg):
+        got = await saver.aget_tuple(config)
+        assert got is not None
+        got.checkpoint["channel_versions"]["ch"] = 99
+        got.checkpoint["versions_seen"]["edited"] = {"ch": 99}
+        got.metadata["step"] = 99
+        again = await saver.aget_tuple(config)
+        assert again is not None
+        assert again.checkpoint["channel_versions"] == {"ch": 1}
+        assert "edited" not in again.checkpoint["versions_seen"]
+        assert again.metadata["step"] == 1
+    assert heads[0] == 0  # the reads came from the saver's own put
+    # "ch" is carried from the parent (its version unchanged): not given again
+    cp2 = generate_checkpoint(channel_values={"o": "x"}, channel_versions={"ch": 1, "o": 1})
+    cfg2 = await saver.aput(cfg, cp2, generate_metadata(step=2), {"o": 1})
+    got = await TetherSaver(saver.store).aget_tuple(cfg2)
+    assert got is not None and got.checkpoint["channel_values"]["ch"] == "v"
+
+
 async def test_writes_anchor_on_the_savers_own_put_and_stay_exact_after_a_reset() -> None:
     """put_writes anchors on the checkpoint node this saver put (no pointer read); after
     delete_thread (a reset: new generation) a write before its put is marked and found."""

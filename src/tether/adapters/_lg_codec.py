@@ -50,6 +50,11 @@ def pack(serde: Serde, value: Any) -> dict[str, Any]:
     return {"s": t, "b": base64.b64encode(b).decode("ascii")}
 
 
+def own(packed: dict[str, Any]) -> dict[str, Any]:
+    """A ``pack``ed value that shares no object with ``packed`` (``_own``)."""
+    return {"j": _own(packed["j"])} if "j" in packed else packed
+
+
 def unpack(serde: Serde, packed: dict[str, Any]) -> Any:
     if "j" in packed:
         return packed["j"]

@@ -15,11 +15,16 @@ How a LangGraph thread maps onto tether (docs/adapters.md has the whole story):
 
 * LangGraph thread ``t`` is the tether scope ``thread:t`` of the saver's
   namespace; ``checkpoint_ns`` (subgraphs) lives inside it.
-* Every checkpoint is one ``resource`` node, resource key ``lgc:<ns>;cp``: the
-  versions of that key are the namespace's checkpoints in the order they were
-  put, its head is the latest. A pointer node ``lgi:<ns>;<checkpoint id>`` finds a
-  checkpoint by id in one indexed read. Checkpoint ids, channel versions,
-  metadata and parent links are LangGraph's, unchanged.
+* Every checkpoint is one ``resource`` node under its own id key
+  ``lgi:<ns>;<checkpoint id>``, found by id in one indexed read (a put of the same
+  id again is the key's next version). The latest checkpoint is this saver's own
+  last put when nothing was written to the thread since, else the newest put
+  walking back from the thread's end. ``lgc:<ns>;cp`` holds a marker written by
+  the namespace's first put. Threads written before kept every checkpoint under
+  ``lgc:<ns>;cp`` (its head the latest) and a pointer node under each id key;
+  they read as before and grow in this layout (``_pointer``, ``_latest``).
+  Checkpoint ids, channel versions, metadata and parent links are LangGraph's,
+  unchanged.
 * Channel values are content-addressed (``_lg_values``): a list channel such as
   ``messages`` is stored as its elements under a Merkle tree, so a step stores
   its new messages plus a few tree nodes, never the whole history again.
@@ -74,7 +79,7 @@ from ..core.graph import CausalNode
 from ..store import Store, open_store
 from ..store.base import Head
 from ..store.txn import Transaction, transact
-from ._lg_codec import pack, ref_ids, unpack
+from ._lg_codec import own, pack, ref_ids, unpack
 from ._lg_history import delta_history
 from ._lg_keys import (
     configurable,
@@ -564,7 +569,9 @@ class TetherSaver(BaseCheckpointSaver[str]):
         e = enc_ns(ns)
         mine = await self._own_latest(scope, e, cid)
         if mine is not None:
-            return await self._tuple(str(conf["thread_id"]), scope, mine[0], no_writes=mine[1])
+            return await self._tuple(
+                str(conf["thread_id"]), scope, mine[0], no_writes=mine[1], kept=True
+            )
         if cid:
             node = await self._pointer(scope, e, cid)
         else:
@@ -598,9 +605,19 @@ class TetherSaver(BaseCheckpointSaver[str]):
         return node, keys is not None and keys.none(w_key(e, node.payload["id"]))
 
     async def _tuple(
-        self, thread_id: str, scope: str, node: CausalNode, *, no_writes: bool = False
+        self,
+        thread_id: str,
+        scope: str,
+        node: CausalNode,
+        *,
+        no_writes: bool = False,
+        kept: bool = False,
     ) -> CheckpointTuple:
+        """``kept``: ``node`` is one the saver keeps (``_Tip``), so what the tuple hands
+        out is copied (LangGraph edits the checkpoint it reads in place)."""
         p = node.payload
+        if kept:
+            p = {**p, "checkpoint": own(p["checkpoint"]), "metadata": own(p["metadata"])}
         ns, cid = p["ns"], p["id"]
         stored = (
             []
@@ -687,7 +704,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 start = anchor.sequence
         anchored = start is not None
         seen: set[tuple[str, str]] = set()
-        size = 16
+        size = 4
         while True:
             page = await self.store.nodes(
                 self.namespace, scope, before=start, limit=size, descending=True

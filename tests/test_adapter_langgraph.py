@@ -129,7 +129,13 @@ def _assert_all_passed(report: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "backend", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+    "backend",
+    [
+        "memory",
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ],
 )
 @pytest.mark.parametrize("route", ["async", "sync"])
 async def test_conformance_suite(
@@ -138,12 +144,15 @@ async def test_conformance_suite(
     stores: list[Store] = []
     schema = f"tether_lg_{uuid.uuid4().hex[:12]}"  # PostgreSQL: dropped at the end
     pg = request.getfixturevalue("postgres_url") if backend == "postgres" else ""
+    redis = request.getfixturevalue("redis_url") if backend == "redis" else ""
 
     async def open_backend() -> Store:
         if backend == "memory":
             return MemoryStore()
         if backend == "sqlite":
             return await _sqlite(tmp_path)
+        if backend == "redis":  # every saver has a namespace of its own (below)
+            return await open_store(redis)
         return await open_store(f"{pg}{'&' if '?' in pg else '?'}schema={schema}", max_size=4)
 
     @checkpointer_test(name=f"tether-{backend}-{route}")

@@ -120,7 +120,8 @@ class _Pages:
             ns, self.scope, before=self.before, limit=self.page, descending=True
         )
         self._take(page)
-        self.done = len(page) < self.page
+        # not ``len(page) < self.page``: a pruned scope's pages may come back short
+        self.done = not page or page[-1].sequence <= 1
 
     async def _since(self, recent: tuple[int, list[CausalNode]]) -> bool:
         """Take in the nodes stored since ``recent`` was read, then ``recent`` itself;

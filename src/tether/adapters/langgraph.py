@@ -723,7 +723,8 @@ class TetherSaver(BaseCheckpointSaver[str]):
                 ):
                     continue  # with no stored anchor, ids compare as LangGraph's savers do
                 yield n
-            if len(page) < size:
+            # not ``len(page) < size``: a pruned scope's pages may come back short
+            if not page or page[-1].sequence <= 1:
                 return
             start = page[-1].sequence
             size = _PAGE
@@ -1115,7 +1116,7 @@ class TetherSaver(BaseCheckpointSaver[str]):
             for n in page:
                 if _is_checkpoint(n) and n.id not in dead:
                     out.setdefault(enc_ns(n.payload["ns"]), []).append(n)
-            if len(page) < _PAGE:
+            if not page:  # a pruned scope's pages may come back short
                 return out
             after = page[-1].sequence
 

@@ -173,6 +173,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 # last while the other worker idles. The order of the rest is kept.
 LONGEST_FIRST = [
     "tests/test_langgraph_pregel_suite.py::test_langgraph_suite_passes_on_postgres",  # ~80 s
+    "tests/test_langgraph_pregel_suite.py::test_langgraph_suite_passes_on_redis",  # ~70 s
     "tests/test_langgraph_pregel_suite.py",  # ~45 s: LangGraph's own Pregel tests
     "tests/test_langgraph_sqlite_store_suite.py",  # ~25 s
     "tests/test_docs.py::test_readme_shell_blocks_run_in_order",  # ~25 s

@@ -24,6 +24,9 @@ What runs, and why (about 650 tests per backend, every durability mode):
   dropped after it): a pooled store is where a step's concurrent tasks really write
   at once (``test_max_concurrency`` found the saver's own writes racing each
   other), and where sync calls cross to the saver's loop thread.
+* **Redis runs both** (``test_langgraph_suite_passes_on_redis``, the server at
+  ``$TETHER_TEST_REDIS_URL``; each LangGraph test a tether namespace of its own), so
+  the saver's layout is held to LangGraph's own tests on every backend it ships for.
 * Files that take no checkpointer fixture are not collected (they test LangGraph
   alone). Excluded on purpose:
 
@@ -140,3 +143,9 @@ def test_langgraph_suite_passes_on_tether_saver() -> None:
 def test_langgraph_suite_passes_on_postgres() -> None:
     server_url("TETHER_TEST_POSTGRES_URL")  # a clear skip without the server (a failure in CI)
     _check(_run(_sdist(), "postgres", "postgres"), 500)
+
+
+@pytest.mark.redis
+def test_langgraph_suite_passes_on_redis() -> None:
+    server_url("TETHER_TEST_REDIS_URL")  # a clear skip without the server (a failure in CI)
+    _check(_run(_sdist(), "redis", "redis"), 500)

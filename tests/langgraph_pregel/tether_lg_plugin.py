@@ -9,9 +9,10 @@ checkpointers:
 
 * ``sync_checkpointer`` / ``async_checkpointer``: ``TetherSaver`` (``from_url`` /
   ``afrom_url``) on the backends named by ``TETHER_LG_SYNC`` / ``TETHER_LG_ASYNC``
-  (comma-separated: ``memory``, ``sqlite``, ``postgres``; memory and SQLite by
-  default). ``postgres`` gives each test its own schema on the server at
-  ``$TETHER_TEST_POSTGRES_URL``, dropped after it;
+  (comma-separated: ``memory``, ``sqlite``, ``postgres``, ``redis``; memory and SQLite
+  by default). ``postgres`` gives each test its own schema on the server at
+  ``$TETHER_TEST_POSTGRES_URL``, dropped after it; ``redis`` each test its own tether
+  namespace on the server at ``$TETHER_TEST_REDIS_URL``;
 * ``cache``: LangGraph's in-memory and SQLite caches (no Redis);
 * ``sync_store`` / ``async_store``: ``TetherStore`` (tether's LangGraph ``Store``) on
   ``memory://``;
@@ -56,7 +57,18 @@ def _url(backend: str, folder: str, schema: str) -> str:
         parts = urlsplit(server)
         query = "&".join(q for q in (parts.query, f"schema={schema}") if q)
         return urlunsplit(parts._replace(query=query))
+    if backend == "redis":  # one server for every test: each has a namespace of its own
+        server = os.environ.get("TETHER_TEST_REDIS_URL")
+        if not server:
+            raise RuntimeError("TETHER_LG_* names redis but TETHER_TEST_REDIS_URL is not set")
+        return server
     raise ValueError(f"unknown backend {backend!r}")
+
+
+def _namespace(backend: str, schema: str) -> dict[str, str]:
+    """The saver's tether namespace: the test's own on a shared Redis server (its
+    threads are LangGraph's test ids, "1", "2"...), the default elsewhere."""
+    return {"namespace": schema} if backend == "redis" else {}
 
 
 def _drop_schema(backend: str, schema: str) -> None:
@@ -124,7 +136,9 @@ def sync_checkpointer(request: pytest.FixtureRequest) -> Iterator[TetherSaver]:
     try:
         with (
             tempfile.TemporaryDirectory() as folder,
-            TetherSaver.from_url(_url(backend, folder, schema)) as saver,
+            TetherSaver.from_url(
+                _url(backend, folder, schema), **_namespace(backend, schema)
+            ) as saver,
         ):
             yield saver
     finally:
@@ -136,7 +150,8 @@ async def async_checkpointer(request: pytest.FixtureRequest) -> AsyncIterator[Te
     backend, schema = str(request.param).removeprefix("tether_"), _schema()
     try:
         with tempfile.TemporaryDirectory() as folder:
-            async with await TetherSaver.afrom_url(_url(backend, folder, schema)) as saver:
+            url, named = _url(backend, folder, schema), _namespace(backend, schema)
+            async with await TetherSaver.afrom_url(url, **named) as saver:
                 yield saver
     finally:
         # asyncio.run cannot run inside this test's loop: a thread of its own

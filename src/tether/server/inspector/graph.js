@@ -57,7 +57,7 @@ export function summarize(node) {
       }
       if (typeof p.node === "string") return `${p.node} → ${brief(p.output, 40)}`;
       if (typeof p.lg === "string") {
-        const LG = { cp: "checkpoint", id: "checkpoint id", seq: "list tree", w: "pending write", ws: "pending writes", del: "deleted checkpoints", val: "value", el: "list element" };
+        const LG = { cp: "checkpoint", id: "checkpoint id", ns: "checkpoint namespace", seq: "list tree", w: "pending write", ws: "pending writes", del: "deleted checkpoints", val: "value", el: "list element" };
         const what = LG[p.lg] || p.lg;
         if (p.lg === "cp") return `${what} ${brief(p.id, 40)}`;
         if (p.lg === "w") return `${what} ${p.channel}`;

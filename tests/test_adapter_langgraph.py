@@ -48,7 +48,7 @@ from langgraph.checkpoint.conformance.test_utils import (
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from conftest import drop_pg_schema
-from tether import InvalidNode, InvalidRequest
+from tether import InvalidNode, InvalidRequest, control
 from tether.adapters._lg_codec import array_header, join_array, split_items
 from tether.adapters._lg_values import ValueCodec
 from tether.adapters._values import FANOUT, TreeBuilder
@@ -1105,7 +1105,6 @@ def _tool_loop_graph(saver: BaseCheckpointSaver[Any]) -> Any:
 async def test_a_langgraph_thread_reads_as_a_conversation(tmp_path: Path) -> None:
     """A LangGraph thread opened through tether's conversation view (describe, the
     view the HTTP API and inspector serve): the text, the tool call, the tool result."""
-    from tether import control
 
     url = f"sqlite:///{tmp_path / 'conv.db'}"
     config: RunnableConfig = {"configurable": {"thread_id": "weather"}}
@@ -1152,7 +1151,6 @@ def _idless_graph(saver: BaseCheckpointSaver[Any], state: Any = MessagesState) -
 
 
 async def _conversation(store: Store, thread: str) -> list[Any]:
-    from tether import control
 
     res = await control.describe(
         store, namespace="default", thread=thread, stores=["conversation"], include_data=True
@@ -1435,6 +1433,21 @@ async def test_a_thread_in_the_previous_layout_loads_and_grows(
         assert old is not None and old.checkpoint["channel_values"]["messages"] == msgs
     listed = [t.config["configurable"]["checkpoint_id"] async for t in saver.alist(None)]
     assert listed == [cp["id"], cid]
+    # the thread now holds both layouts: a saver that did not write it finds the newest
+    # put (its namespace key now a marker), and the old checkpoint by its pointer
+    thread: RunnableConfig = {"configurable": {"thread_id": "old"}}
+    fresh = await TetherSaver(store).aget_tuple(thread)
+    assert fresh is not None and fresh.config["configurable"]["checkpoint_id"] == cp["id"]
+    # keep_latest hides the old checkpoint (its pointer marked deleted) and frees it
+    await TetherSaver(store).aprune(["old"], strategy="keep_latest")
+    for reader in (saver, TetherSaver(store)):
+        assert await reader.aget_tuple(config) is None
+        latest = await reader.aget_tuple(thread)
+        assert latest is not None and latest.config["configurable"]["checkpoint_id"] == cp["id"]
+        assert latest.checkpoint["channel_values"] == {"messages": grown, "cfg": cfg_value}
+    nodes = await store.nodes("default", "thread:old", limit=1000)
+    assert [n.payload["id"] for n in nodes if n.payload.get("lg") == "cp"] == [cp["id"]]
+    assert (await control.verify_scope(store, "default", "thread:old")).ok
     await store.close()
 
 

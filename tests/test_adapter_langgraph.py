@@ -749,6 +749,10 @@ async def test_writes_anchor_on_the_savers_own_put_and_stay_exact_after_a_reset(
     await saver.aput(generate_config("t"), cp, generate_metadata(), {"ch": 1})
     got = await saver.aget_tuple(cfg)
     assert got is not None and got.pending_writes == [("task", "ch", "early")]
+    # the checkpoint is the thread's newest node, its write below it: a saver that did
+    # not write the thread reads the latest with its write (the id is marked ``odd``)
+    got = await TetherSaver(saver.store).aget_tuple(generate_config("t"))
+    assert got is not None and got.pending_writes == [("task", "ch", "early")]
     nodes = await saver.store.nodes(saver.namespace, "thread:t", limit=100)
     assert any(n.resource_key == "lgc:;odd" for n in nodes)
     h = await saver.aget_delta_channel_history(config=cfg, channels=["ch"])

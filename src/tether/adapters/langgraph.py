@@ -542,24 +542,37 @@ class TetherSaver(BaseCheckpointSaver[str]):
         return {i for t in tombs for i in t.payload["nodes"]}
 
     async def _latest(self, scope: str, ns: str) -> CausalNode | None:
-        """The namespace's newest put that is not hidden. Threads written before keep
-        every checkpoint under ``lgc:<ns>;cp`` (its head is the newest); now that key
-        holds a marker (``ns``) and the newest is found walking back from the end."""
+        return (await self._newest(scope, ns))[0]
+
+    async def _newest(
+        self, scope: str, ns: str, *, own: bool = True
+    ) -> tuple[CausalNode | None, bool]:
+        """The namespace's newest put that is not hidden, and True when it is known to
+        have no pending writes. Threads written before keep every checkpoint under
+        ``lgc:<ns>;cp`` (its head is the newest); now that key holds a marker (``ns``)
+        and the newest is found walking back from the thread's end. A checkpoint that
+        is the thread's newest node has no writes unless written before its put, which
+        the ``odd`` key records: then its writes need no read."""
         e = enc_ns(ns)
-        mine = await self._own_latest(scope, e, None)
+        mine = await self._own_latest(scope, e, None) if own else None
         if mine is not None:
-            return mine[0]
+            return mine
         heads = await self.store.resource_heads(self.namespace, scope, prefix=f"lgc:{e};")
         head = heads.get(cp_key(e))
         if head is None:
-            return None
-        if head.payload.get("lg") == "cp" and (
-            del_key(e) not in heads or head.id not in await self._deleted(scope, e)
-        ):
-            return head
+            return None, False
+        dead = await self._deleted(scope, e) if del_key(e) in heads else set()
+        if head.payload.get("lg") == "cp":
+            if head.id not in dead:
+                return head, False
+        else:
+            last = await self.store.nodes(self.namespace, scope, limit=1, descending=True)
+            n = last[0] if last else None
+            if n is not None and _is_checkpoint(n) and n.payload["ns"] == ns and n.id not in dead:
+                return n, odd_key(e) not in heads
         async for node in self._scan(scope, ns, None, heads=heads):
-            return node
-        return None
+            return node, False
+        return None, False
 
     async def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         conf = configurable(config)
@@ -572,13 +585,14 @@ class TetherSaver(BaseCheckpointSaver[str]):
             return await self._tuple(
                 str(conf["thread_id"]), scope, mine[0], no_writes=mine[1], kept=True
             )
+        no_writes = False
         if cid:
             node = await self._pointer(scope, e, cid)
         else:
-            node = await self._latest(scope, ns)
+            node, no_writes = await self._newest(scope, ns, own=False)  # tried above
         if node is None:
             return None
-        return await self._tuple(str(conf["thread_id"]), scope, node)
+        return await self._tuple(str(conf["thread_id"]), scope, node, no_writes=no_writes)
 
     async def _own_latest(
         self, scope: str, e: str, cid: str | None

@@ -627,22 +627,24 @@ async def measure(
             if hasattr(sys_, "model_ms"):
                 own.append(lat[-1] - sys_.model_ms)  # tether's part: the model's aside
                 own_cpu.append(cpu[-1] - sys_.model_cpu_ms)
+        # Then COUNTED turns more by the same agent, with every SQL statement traced (not
+        # timed): what a turn sends to SQLite, and how many commits (each one fsync of the
+        # WAL). Before the constant model's turns below: a second Agent object on the
+        # thread leaves this one's idea of the head stale, and its next commit would
+        # conflict once and go again (a commit counted that a lone agent never makes).
+        stmts: list[str] = []
+        sys_.trace(stmts.append)
+        for k in range(COUNTED):
+            await sys_.turn(thread, h + samples + k)
+        sys_.trace(None)
         # tether's own part once more, with a model whose own work is constant (Tether's
-        # const_agent: the same agent, store and thread).
+        # const_agent: the same spec, store and thread).
         const_cpu: list[float] = []
         if hasattr(sys_, "const_agent"):
             for k in range(samples):
                 c = time.process_time()
-                await sys_.turn(thread, h + samples + k, const=True)
+                await sys_.turn(thread, h + samples + COUNTED + k, const=True)
                 const_cpu.append((time.process_time() - c) * 1e3 - sys_.model_cpu_ms)
-        done = samples + len(const_cpu)
-        # Then COUNTED turns more, with every SQL statement traced (not timed): what a
-        # turn sends to SQLite, and how many commits (each one fsync of the WAL).
-        stmts: list[str] = []
-        sys_.trace(stmts.append)
-        for k in range(COUNTED):
-            await sys_.turn(thread, h + done + k)
-        sys_.trace(None)
         n_stmts, commits = getattr(sys_, "counts", sqlite_counts)(stmts)
         per[str(h)] = {
             "median_ms": statistics.median(lat),

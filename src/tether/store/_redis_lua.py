@@ -196,13 +196,26 @@ local before = tonumber(ARGV[2])
 if before >= 0 then hi = math.min(math.max(before - 1, 0), s) end
 local limit = tonumber(ARGV[3])
 if lo >= hi or limit <= 0 then return {} end
-local fields = {}
-if ARGV[4] == '1' then
-  for q = hi, math.max(lo, hi - limit) + 1, -1 do fields[#fields + 1] = q end
-else
-  for q = lo + 1, math.min(hi, lo + limit) do fields[#fields + 1] = q end
+-- A page holds ``limit`` nodes unless the range ends first: sequences a prune cut
+-- are holes, skipped a batch at a time until the page is full (a short page means
+-- the end, as on every other store).
+local out = {}
+local q = lo + 1
+local step = 1
+if ARGV[4] == '1' then q = hi; step = -1 end
+while #out < limit and q >= lo + 1 and q <= hi do
+  local fields = {}
+  local want = limit - #out
+  while #fields < want and q >= lo + 1 and q <= hi do
+    fields[#fields + 1] = q
+    q = q + step
+  end
+  local blobs = hmget(KEYS[2], fields)
+  for i = 1, #fields do
+    if blobs[i] then out[#out + 1] = blobs[i] end
+  end
 end
-return hmget(KEYS[2], fields)
+return out
 """
 )
 

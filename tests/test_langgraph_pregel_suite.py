@@ -86,7 +86,9 @@ def _sdist() -> Path:
     return sdist("langgraph", "tests/conftest.py")
 
 
-def _run(sdist: Path, sync: str, async_: str) -> subprocess.CompletedProcess[str]:
+def _run(
+    sdist: Path, sync: str, async_: str, only: list[str] | None = None
+) -> subprocess.CompletedProcess[str]:
     path = [str(PLUGIN_DIR), os.environ.get("PYTHONPATH", "")]
     env = {
         **os.environ,
@@ -111,8 +113,8 @@ def _run(sdist: Path, sync: str, async_: str) -> subprocess.CompletedProcess[str
             "-q",
             "-k",
             "tether_",
-            *xdist_args(3),  # ~80-140 s serially, most of it LangGraph's own sleeps
-            *[f"tests/{f}" for f in FILES],
+            *(xdist_args(3) if only is None else []),  # ~80-140 s serially
+            *(only if only is not None else [f"tests/{f}" for f in FILES]),
         ],
         cwd=sdist,
         env=env,
@@ -122,9 +124,35 @@ def _run(sdist: Path, sync: str, async_: str) -> subprocess.CompletedProcess[str
     )
 
 
-def _check(r: subprocess.CompletedProcess[str], at_least: int) -> None:
+# LangGraph tests whose expected stream order is set by wall-clock sleeps between
+# concurrent tasks (``test_imp_nested``: ``mapper`` sleeps ``input / 100`` s so that
+# task 0 reports before task 1): on a loaded machine the 10 ms gap can close, with any
+# checkpointer. A failure of one of these alone is run once more, by itself; a second
+# failure fails the suite. Any other failure fails it at once.
+TIMED = ("test_imp_nested[",)
+
+
+def _check(
+    r: subprocess.CompletedProcess[str],
+    at_least: int,
+    rerun: tuple[Path, str, str] | None = None,
+) -> None:
     tail = "\n".join((r.stdout + r.stderr).splitlines()[-60:])
     summary = re.search(r"(\d+) passed", r.stdout)
+    failed = re.findall(r"^FAILED (\S+)", r.stdout, re.M)
+    if (
+        r.returncode != 0
+        and rerun is not None
+        and failed
+        and all(any(t in f.split("::")[-1] for t in TIMED) for f in failed)
+    ):
+        again = _run(*rerun, only=failed)
+        again_tail = "\n".join((again.stdout + again.stderr).splitlines()[-60:])
+        assert again.returncode == 0, f"{tail}\n-- run again alone:\n{again_tail}"
+        assert f"{len(failed)} passed" in again.stdout, again_tail
+        print(f"timing-dependent LangGraph tests passed when run again alone: {failed}")
+        assert summary is not None and int(summary.group(1)) + len(failed) >= at_least, tail
+        return
     assert r.returncode == 0, tail
     assert summary is not None and int(summary.group(1)) >= at_least, tail
     assert " failed" not in r.stdout.splitlines()[-1], tail
@@ -133,19 +161,21 @@ def _check(r: subprocess.CompletedProcess[str], at_least: int) -> None:
 def test_langgraph_suite_passes_on_tether_saver() -> None:
     sdist = _sdist()
     if os.environ.get("TETHER_LG_SUITE") == "full":
-        r = _run(sdist, "memory,sqlite", "memory,sqlite")
+        backends = ("memory,sqlite", "memory,sqlite")
     else:  # sync tests on SQLite, async tests on memory:// (see the module docstring)
-        r = _run(sdist, "sqlite", "memory")
-    _check(r, 500)
+        backends = ("sqlite", "memory")
+    _check(_run(sdist, *backends), 500, (sdist, *backends))
 
 
 @pytest.mark.postgres
 def test_langgraph_suite_passes_on_postgres() -> None:
     server_url("TETHER_TEST_POSTGRES_URL")  # a clear skip without the server (a failure in CI)
-    _check(_run(_sdist(), "postgres", "postgres"), 500)
+    sdist = _sdist()
+    _check(_run(sdist, "postgres", "postgres"), 500, (sdist, "postgres", "postgres"))
 
 
 @pytest.mark.redis
 def test_langgraph_suite_passes_on_redis() -> None:
     server_url("TETHER_TEST_REDIS_URL")  # a clear skip without the server (a failure in CI)
-    _check(_run(_sdist(), "redis", "redis"), 500)
+    sdist = _sdist()
+    _check(_run(sdist, "redis", "redis"), 500, (sdist, "redis", "redis"))

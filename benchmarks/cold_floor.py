@@ -255,12 +255,9 @@ def markdown(res: dict[str, Any]) -> str:
 
 
 def update_readme(section: str) -> None:
-    text = README.read_text()
-    if START not in text or END not in text:
-        raise SystemExit(f"README.md has no {START} ... {END} section")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    README.write_text(f"{head}{START}\n{section}\n{END}{tail}")
+    import readme_section
+
+    readme_section.replace(README, START, END, section)
 
 
 def main(argv: list[str] | None = None) -> int:

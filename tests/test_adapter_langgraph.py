@@ -1492,3 +1492,92 @@ async def test_concurrent_writes_of_one_thread_on_a_pooled_store_all_land(
     finally:
         await saver.aclose()
         await drop_pg_schema(postgres_url, schema)
+
+
+# -- what is stored: node ids and payloads of a fixed workload ------------------------
+
+# The fingerprint of ``_golden_workload``'s nodes (ids, kinds, parents, keys, sequences,
+# payloads), as the saver stored them before its CPU work was cut (issue 46): a change
+# to the identity rule, the node layout or a payload's bytes changes it.
+_GOLDEN = (204, "d65623fcbc00238b087cd856886e00b98342efaae57afd8cfaf57ea23406040d")
+
+
+async def _golden_workload(saver: TetherSaver) -> tuple[int, str]:
+    import hashlib
+
+    import orjson
+
+    cfg: RunnableConfig = {"configurable": {"thread_id": "golden", "checkpoint_ns": ""}}
+    messages: list[Any] = []
+    for turn in range(40):
+        messages = [
+            *messages,
+            HumanMessage(content=f"question {turn}", id=f"h{turn}"),
+            AIMessage(content=f"answer {turn} " + "x" * turn, id=f"a{turn}"),
+        ]
+        version = f"{turn:032d}.1"
+        ck: Any = {
+            "v": 4,
+            "id": f"1f0{turn:05d}-0000-6000-8000-000000000000",
+            "ts": f"2026-01-01T00:00:{turn:02d}+00:00",
+            "channel_values": {"messages": messages, "step": turn},
+            "channel_versions": {"messages": version, "step": version},
+            "versions_seen": {"agent": {"messages": version}},
+        }
+        md: Any = {"source": "loop", "step": turn, "parents": {}}
+        cfg = await saver.aput(cfg, ck, md, {"messages": version, "step": version})
+        writes = [("messages", [AIMessage(content=f"w{turn}", id=f"w{turn}")]), ("step", turn + 1)]
+        await saver.aput_writes(cfg, writes, f"task{turn}", "path")
+    nodes = await saver.store.nodes(saver.namespace, "thread:golden", limit=100_000)
+    h = hashlib.sha256()
+    for n in nodes:
+        row = [n.id, n.kind, list(n.parents), n.resource_key, n.sequence, n.payload]
+        h.update(orjson.dumps(row))
+    return len(nodes), h.hexdigest()
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_a_fixed_workload_stores_the_same_nodes(backend: str, tmp_path: Path) -> None:
+    url = "memory://" if backend == "memory" else f"sqlite:///{tmp_path / 'golden.db'}"
+    async with await TetherSaver.afrom_url(url) as saver:
+        assert await _golden_workload(saver) == _GOLDEN
+
+
+def test_is_plain_json_keeps_its_depth_limit() -> None:
+    from tether.adapters._values import is_plain_json
+
+    def nest(n: int, leaf: Any) -> Any:
+        for i in range(n):
+            leaf = [leaf] if i % 2 else {"k": leaf}
+        return leaf
+
+    for leaf in ("s", True, None, 1, 1.5, [], {}):
+        assert is_plain_json(nest(48, leaf))  # the leaf at depth 48: allowed
+        assert not is_plain_json(nest(49, leaf))  # at depth 49: refused
+    assert not is_plain_json({"a": ["s", 2**53]})
+    assert not is_plain_json(["s", float("nan")])
+    assert not is_plain_json({1: "s"})
+    assert not is_plain_json(["s", (1,)])
+    assert is_plain_json({"a": ["s", None, False, 2**53 - 1, {"b": 0.5}]})
+
+
+async def test_scope_locks_serialise_and_forget_a_scope() -> None:
+    from tether.adapters._sync import ScopeLocks
+
+    locks, order = ScopeLocks(), []
+
+    async def writer(name: str) -> None:
+        async with locks.hold("s"):
+            order.append(f"{name}+")
+            await asyncio.sleep(0.01)
+            order.append(f"{name}-")
+
+    await asyncio.gather(writer("a"), writer("b"))
+    assert order == ["a+", "a-", "b+", "b-"]  # one at a time
+    assert len(locks) == 0  # the scope's entry left with its last holder
+    with pytest.raises(RuntimeError):
+        async with locks.hold("s"):
+            raise RuntimeError("inside")
+    assert len(locks) == 0
+    async with locks.hold("s"):  # released after the error
+        assert len(locks) == 1

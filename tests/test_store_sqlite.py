@@ -639,3 +639,33 @@ async def test_a_write_past_a_scopes_last_sequence_is_refused_and_writes_nothing
         assert (await store.head("ns", "thread:t")).sequence == 0
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize(
+    "parents", [("cw_" + "0" * 23,), ("not an id",), (7,), ["cw_" + "0" * 24], ("cw_" + "g" * 24,)]
+)
+async def test_a_node_with_malformed_parents_is_refused(store: SQLiteStore, parents: Any) -> None:
+    import dataclasses
+
+    from tether import InvalidNode
+
+    good = make_node("goal", {"text": "hi"}, [], sequence=1)
+    bad = dataclasses.replace(good, parents=parents)
+    w = ScopeWrite(
+        scope="s", expected_generation=0, expected_sequence=0, nodes=(bad,), frontier=(good.id,)
+    )
+    with pytest.raises(InvalidNode) as e:
+        await store.commit("ns", [w])
+    assert e.value.code == "shape"
+    assert (await store.head("ns", "s")).sequence == 0  # nothing written
+    # an earlier node of the same write is a parent by its id
+    child = make_node("goal", {"text": "child"}, [good.id], sequence=2)
+    ok = ScopeWrite(
+        scope="s",
+        expected_generation=0,
+        expected_sequence=0,
+        nodes=(good, child),
+        frontier=(child.id,),
+    )
+    await store.commit("ns", [ok])
+    assert (await store.head("ns", "s")).sequence == 2

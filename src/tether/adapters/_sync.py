@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
@@ -204,22 +203,48 @@ class ScopeLocks:
     def __init__(self) -> None:
         self._locks: dict[str, list[Any]] = {}  # scope -> [lock, holders and waiters]
 
-    @contextlib.asynccontextmanager
-    async def hold(self, scope: str) -> AsyncIterator[None]:
-        entry = self._locks.get(scope)
-        if entry is None:
-            entry = self._locks[scope] = [asyncio.Lock(), 0]
-        entry[1] += 1
-        try:
-            async with entry[0]:
-                yield
-        finally:
-            entry[1] -= 1
-            if entry[1] == 0:
-                del self._locks[scope]
+    def hold(self, scope: str) -> _Held:
+        """``async with locks.hold(scope):`` the scope's writes, one at a time (a plain
+        async context manager: a generator-based one costs more than the lock)."""
+        return _Held(self._locks, scope)
 
     def __len__(self) -> int:
         return len(self._locks)
+
+
+class _Held:
+    """One ``ScopeLocks.hold``: the scope's lock taken on entry, released on exit; the
+    entry leaves the map with its last holder or waiter."""
+
+    __slots__ = ("_entry", "_locks", "_scope")
+
+    def __init__(self, locks: dict[str, list[Any]], scope: str) -> None:
+        self._locks, self._scope = locks, scope
+        self._entry: list[Any] | None = None
+
+    async def __aenter__(self) -> None:
+        entry = self._locks.get(self._scope)
+        if entry is None:
+            entry = self._locks[self._scope] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            await entry[0].acquire()
+        except BaseException:
+            self._leave(entry)
+            raise
+        self._entry = entry
+
+    async def __aexit__(self, *exc: object) -> None:
+        entry = self._entry
+        assert entry is not None
+        self._entry = None
+        entry[0].release()
+        self._leave(entry)
+
+    def _leave(self, entry: list[Any]) -> None:
+        entry[1] -= 1
+        if entry[1] == 0:
+            del self._locks[self._scope]
 
 
 def _drive(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:

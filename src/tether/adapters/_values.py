@@ -137,10 +137,31 @@ def is_plain_json(v: Any, depth: int = 0) -> bool:
         return bool(-MAX_SAFE_INT <= v <= MAX_SAFE_INT)
     if t is float:
         return math.isfinite(v)
+    # Loops, not all(...) over a generator, and strings, booleans and None taken in
+    # place while their depth is allowed: this walks every checkpoint's header and
+    # metadata.
     if t is list:
-        return all(is_plain_json(x, depth + 1) for x in v)
+        if depth >= 48:
+            return all(is_plain_json(x, depth + 1) for x in v)
+        for x in v:
+            tx = type(x)
+            if tx is str or tx is bool or x is None:
+                continue
+            if not is_plain_json(x, depth + 1):
+                return False
+        return True
     if t is dict:
-        return all(type(k) is str and is_plain_json(x, depth + 1) for k, x in v.items())
+        if depth >= 48:
+            return all(type(k) is str and is_plain_json(x, depth + 1) for k, x in v.items())
+        for k, x in v.items():
+            if type(k) is not str:
+                return False
+            tx = type(x)
+            if tx is str or tx is bool or x is None:
+                continue
+            if not is_plain_json(x, depth + 1):
+                return False
+        return True
     return False
 
 

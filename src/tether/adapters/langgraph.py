@@ -258,10 +258,16 @@ class _Scope:
                     keys.add(n.resource_key)
         if keys is not None and len(keys.last) > _TIP_ALL:
             keys = None  # thousands of checkpoint namespaces: reads instead
-        keep = builtins.list(nodes.items())[-_TIP_KEYS:]
-        writes = builtins.list(self.writes.items())[-_TIP_KEYS:]
-        latest = builtins.list(self.latest.items())[-_TIP_KEYS:]
-        return _Tip(head, dict(keep), dict(writes), keys, dict(latest))
+        # The attempt's own dicts (copies of the tip it started from, which it alone
+        # holds) are handed on as they are when small: the usual case.
+        return _Tip(head, _newest(nodes), _newest(self.writes), keys, _newest(self.latest))
+
+
+def _newest(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` when it holds at most ``_TIP_KEYS`` entries, else its newest ones."""
+    if len(d) <= _TIP_KEYS:
+        return d
+    return dict(builtins.list(d.items())[-_TIP_KEYS:])
 
 
 # -- the saver -------------------------------------------------------------------

@@ -197,17 +197,24 @@ new_node: Final[Callable[[str, str, tuple[str, ...], Any, str, int, str | None],
 
 
 _now_second: tuple[int, str] = (-1, "")
+_now_ms: tuple[int, str] = (-1, "")
 
 
 def now_iso() -> str:
     """UTC now as ISO-8601 with milliseconds and a Z, like JavaScript's toISOString."""
-    global _now_second
-    sec, ns = divmod(time.time_ns(), 1_000_000_000)
+    global _now_second, _now_ms
+    ms = time.time_ns() // 1_000_000
+    last = _now_ms  # one read: another thread may replace it meanwhile
+    if last[0] == ms:  # the nodes of one commit mostly share a millisecond
+        return last[1]
+    sec, frac = divmod(ms, 1000)
     cached = _now_second
     if cached[0] != sec:
         # Formatting the date and time is most of the cost; it changes once a second.
         cached = _now_second = (sec, datetime.fromtimestamp(sec, UTC).isoformat()[:19])
-    return f"{cached[1]}.{ns // 1_000_000:03d}Z"
+    text = f"{cached[1]}.{frac:03d}Z"
+    _now_ms = (ms, text)
+    return text
 
 
 # '{"kind":"<kind>","parents":[' for every kind (kinds need no JSON escaping).

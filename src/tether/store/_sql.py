@@ -50,7 +50,7 @@ def id_str(raw: bytes) -> str:
 def pack_ids(ids: Sequence[str]) -> bytes:
     if len(ids) == 1:  # one parent: the common case
         return bytes.fromhex(ids[0][3:])
-    return b"".join([bytes.fromhex(i[3:]) for i in ids])
+    return bytes.fromhex("".join([i[3:] for i in ids]))  # one conversion, not one per id
 
 
 def unpack_ids(raw: bytes | None) -> tuple[str, ...]:

@@ -184,10 +184,11 @@ def check_writes(namespace: str, writes: Sequence[ScopeWrite]) -> None:
                 )
             parents = n.parents
             # A parent that is an earlier node of this write was checked as its id.
-            if not isinstance(parents, tuple) or not all(
-                isinstance(p, str) and (p in ids or _id_ok(p)) for p in parents
-            ):
+            if not isinstance(parents, tuple):
                 raise InvalidNode(f"node {nid} has malformed parents", code="shape")
+            for p in parents:  # a loop, not all(...): this runs for every node written
+                if not isinstance(p, str) or (p not in ids and not _id_ok(p)):
+                    raise InvalidNode(f"node {nid} has malformed parents", code="shape")
             ids.add(nid)
             if not isinstance(n.created_at, str):
                 raise InvalidNode(f"node {nid} has a non-string createdAt", code="created_at")

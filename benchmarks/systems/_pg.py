@@ -51,14 +51,36 @@ def server_durability(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     return out
 
 
-def session_durability(server: dict[str, Any], how: str) -> dict[str, Any]:
-    """``System.durability()`` of a session system on this server: the server's settings
-    (no replica, so synchronous_commit=on is the strongest), one commit per add_items."""
+def durability_report(server: dict[str, Any], commit: str, how: str) -> dict[str, Any]:
+    """``System.durability()`` of a system on this server: the server's settings (no
+    replica, so synchronous_commit=on is the strongest), what one commit is, and how."""
     strongest = server["synchronous_commit"] in ("on", "remote_apply") and server["fsync"] == "on"
     return {
         "setting": f"synchronous_commit={server['synchronous_commit']}, fsync={server['fsync']},"
-        " commit per add_items",
+        f" {commit}",
         "strongest": strongest,
         "note": f"server settings (no replica, so 'on' is the strongest); {how}",
         **server,
     }
+
+
+def session_durability(server: dict[str, Any], how: str) -> dict[str, Any]:
+    """``durability_report`` of a session system: one commit per add_items."""
+    return durability_report(server, "commit per add_items", how)
+
+
+def tether_schema(schema: str, *, fresh: bool) -> tuple[str, dict[str, Any]]:
+    """A tether store's URL in its own ``schema`` (emptied first when ``fresh``; the store
+    creates its tables in it) at durability=full, and the server's durability settings;
+    ``SkipSystem`` when the server is not reachable."""
+    from .base import SkipSystem
+
+    try:
+        if fresh:
+            reset_schema(schema)
+        with connect(schema, autocommit=True) as c:
+            server = server_durability(c)
+    except Exception as e:  # no server here
+        raise SkipSystem(f"PostgreSQL at {POSTGRES_URL} unreachable: {e}") from e
+    sep = "&" if "?" in POSTGRES_URL else "?"
+    return f"{POSTGRES_URL}{sep}schema={schema}&durability=full", server

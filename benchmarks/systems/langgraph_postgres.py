@@ -54,16 +54,7 @@ class LangGraphPostgres(System):
         _pg.drop_schema(SCHEMA)
 
     def durability(self) -> dict[str, Any]:
-        s = self._server
-        strongest = s["synchronous_commit"] in ("on", "remote_apply") and s["fsync"] == "on"
-        return {
-            "setting": f"synchronous_commit={s['synchronous_commit']}, fsync={s['fsync']},"
-            " durability='sync'",
-            "strongest": strongest,
-            "note": "server settings (no replica, so 'on' is the strongest); "
-            "invoke(durability='sync')",
-            **s,
-        }
+        return _pg.durability_report(self._server, "durability='sync'", "invoke(durability='sync')")
 
     def versions(self) -> dict[str, str]:
         return {

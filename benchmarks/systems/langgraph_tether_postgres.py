@@ -27,7 +27,7 @@ from tether.adapters.langgraph import TetherSaver
 
 from . import _langgraph as lg
 from . import _pg
-from .base import POSTGRES_URL, SkipSystem, System, pkg_version
+from .base import System, pkg_version
 
 SCHEMA = "bench_lg_tether"
 
@@ -36,15 +36,8 @@ class LangGraphTetherPostgres(System):
     name = "langgraph_tether_postgres"
 
     async def setup(self, workdir: Path, *, fresh: bool) -> None:
-        try:
-            if fresh:
-                _pg.reset_schema(SCHEMA)  # the store creates its tables in it
-            with _pg.connect(SCHEMA, autocommit=True) as c:
-                self._server = _pg.server_durability(c)
-        except Exception as e:  # no server here
-            raise SkipSystem(f"PostgreSQL at {POSTGRES_URL} unreachable: {e}") from e
-        sep = "&" if "?" in POSTGRES_URL else "?"
-        self.saver = TetherSaver.from_url(f"{POSTGRES_URL}{sep}schema={SCHEMA}&durability=full")
+        url, self._server = _pg.tether_schema(SCHEMA, fresh=fresh)
+        self.saver = TetherSaver.from_url(url)
         self.graph = lg.build(self.saver)
 
     async def write_turn(self, thread: str, turn: int, user_msg: str, assistant_msg: str) -> None:
@@ -65,16 +58,11 @@ class LangGraphTetherPostgres(System):
         _pg.drop_schema(SCHEMA)
 
     def durability(self) -> dict[str, Any]:
-        s = self._server
-        strongest = s["synchronous_commit"] in ("on", "remote_apply") and s["fsync"] == "on"
-        return {
-            "setting": f"synchronous_commit={s['synchronous_commit']}, fsync={s['fsync']},"
-            " durability='sync'",
-            "strongest": strongest,
-            "note": "server settings (no replica, so 'on' is the strongest); "
+        return _pg.durability_report(
+            self._server,
+            "durability='sync'",
             "TetherSaver.from_url(postgresql, durability=full); invoke(durability='sync')",
-            **s,
-        }
+        )
 
     def versions(self) -> dict[str, str]:
         return {

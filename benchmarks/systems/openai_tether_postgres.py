@@ -25,7 +25,7 @@ from tether.store import open_store
 
 from . import _pg
 from ._openai_sessions import SessionDriver
-from .base import POSTGRES_URL, SkipSystem, System, pkg_version
+from .base import System, pkg_version
 
 SCHEMA = "bench_oa_tether"
 
@@ -34,15 +34,8 @@ class OpenAITetherPostgres(SessionDriver, System):
     name = "openai_tether_postgres"
 
     async def setup(self, workdir: Path, *, fresh: bool) -> None:
-        try:
-            if fresh:
-                _pg.reset_schema(SCHEMA)  # the store creates its tables in it
-            with _pg.connect(SCHEMA, autocommit=True) as c:
-                self._server = _pg.server_durability(c)
-        except Exception as e:  # no server here
-            raise SkipSystem(f"PostgreSQL at {POSTGRES_URL} unreachable: {e}") from e
-        sep = "&" if "?" in POSTGRES_URL else "?"
-        self.store = await open_store(f"{POSTGRES_URL}{sep}schema={SCHEMA}&durability=full")
+        url, self._server = _pg.tether_schema(SCHEMA, fresh=fresh)
+        self.store = await open_store(url)
         self.sessions: dict[str, TetherSession] = {}
 
     def make(self, thread: str) -> TetherSession:
